@@ -1,0 +1,189 @@
+//! Anthropic Messages wire format.
+
+use crate::conv::{Answer, Content, Conv, ARG_FRAGMENT};
+use crate::json::compact;
+use crate::render::{Ctx, Payload, Rendered, StreamOpts};
+use crate::text;
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+const MIDSTREAM_SSE: &str = fixture!("anthropic/stream_error_overloaded_midstream.sse");
+const SIGNATURE: &str = "mock_signature";
+
+/// The recorded in-band error event (`event: error\ndata: {…}\n\n`).
+pub fn midstream_error() -> Bytes {
+    let start = MIDSTREAM_SSE
+        .find("event: error\n")
+        .expect("fixture has an error event");
+    Bytes::from_static(&MIDSTREAM_SSE.as_bytes()[start..])
+}
+
+fn usage(ans: &Answer, output_tokens: u64) -> Value {
+    json!({
+        "input_tokens": ans.prompt_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": output_tokens,
+        "service_tier": "standard",
+        "inference_geo": "not_available"
+    })
+}
+
+fn stop_reason(ans: &Answer) -> &'static str {
+    match ans.content {
+        Content::Tool { .. } => "tool_use",
+        Content::Text { .. } => "end_turn",
+    }
+}
+
+/// Render a message (shape of `anthropic/messages_tool_result.response.json`) or a stream
+/// (shape of `anthropic/stream_text.sse`, unpadded).
+pub fn render(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Rendered {
+    let payload = if conv.stream {
+        Payload::Events(stream(conv, ans, ctx, opts))
+    } else {
+        Payload::Full(Bytes::from(compact(&non_stream(conv, ans, ctx))))
+    };
+    let mut headers = vec![("request-id", format!("req_mock_{}", ctx.seq))];
+    if conv.stream {
+        headers.push(("cache-control", "no-cache".into()));
+    }
+    Rendered {
+        content_type: if conv.stream {
+            "text/event-stream; charset=utf-8"
+        } else {
+            "application/json"
+        },
+        headers,
+        payload,
+        bad_event: Bytes::from_static(b"event: content_block_delta\ndata: {not json\n\n"),
+        midstream_error: midstream_error(),
+    }
+}
+
+fn non_stream(conv: &Conv, ans: &Answer, ctx: Ctx) -> Value {
+    let mut content = Vec::new();
+    match &ans.content {
+        Content::Text { reasoning, pieces } => {
+            if !reasoning.is_empty() {
+                content.push(json!({"type": "thinking", "thinking": reasoning.concat(), "signature": SIGNATURE}));
+            }
+            if !pieces.is_empty() {
+                content.push(json!({"type": "text", "text": pieces.concat()}));
+            }
+        }
+        Content::Tool { id, name, args } => content.push(json!({
+            "type": "tool_use", "id": id, "name": name, "input": args, "caller": {"type": "direct"}
+        })),
+    }
+    json!({
+        "model": conv.model,
+        "id": format!("msg_mock_{}", ctx.seq),
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "stop_reason": stop_reason(ans),
+        "stop_sequence": null,
+        "usage": usage(ans, ans.completion_tokens)
+    })
+}
+
+fn event(v: &Value) -> Bytes {
+    let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
+    Bytes::from(format!("event: {ty}\ndata: {}\n\n", compact(v)))
+}
+
+const PING: &[u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
+
+fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
+    let mut events = vec![event(&json!({
+        "type": "message_start",
+        "message": {
+            "model": conv.model,
+            "id": format!("msg_mock_{}", ctx.seq),
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": usage(ans, 1)
+        }
+    }))];
+    // (content_block_start payload, deltas)
+    let mut blocks: Vec<(Value, Vec<Value>)> = Vec::new();
+    match &ans.content {
+        Content::Text { reasoning, pieces } => {
+            if !reasoning.is_empty() {
+                let mut deltas: Vec<Value> = reasoning
+                    .iter()
+                    .map(|r| json!({"type": "thinking_delta", "thinking": r}))
+                    .collect();
+                deltas.push(json!({"type": "signature_delta", "signature": SIGNATURE}));
+                blocks.push((
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    deltas,
+                ));
+            }
+            if !pieces.is_empty() {
+                let deltas = pieces
+                    .iter()
+                    .map(|p| json!({"type": "text_delta", "text": p}))
+                    .collect();
+                blocks.push((json!({"type": "text", "text": ""}), deltas));
+            }
+        }
+        Content::Tool { id, name, args } => {
+            let mut deltas = vec![json!({"type": "input_json_delta", "partial_json": ""})];
+            for f in text::fragments(&compact(args), ARG_FRAGMENT) {
+                deltas.push(json!({"type": "input_json_delta", "partial_json": f}));
+            }
+            blocks.push((
+                json!({"type": "tool_use", "id": id, "name": name, "input": {}, "caller": {"type": "direct"}}),
+                deltas,
+            ));
+        }
+    }
+    if blocks.is_empty() {
+        events.push(Bytes::from_static(PING));
+    }
+    for (index, (start, deltas)) in blocks.into_iter().enumerate() {
+        events.push(event(
+            &json!({"type": "content_block_start", "index": index, "content_block": start}),
+        ));
+        if index == 0 {
+            events.push(Bytes::from_static(PING));
+        }
+        for d in deltas {
+            events.push(event(
+                &json!({"type": "content_block_delta", "index": index, "delta": d}),
+            ));
+        }
+        events.push(event(
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+    }
+    if opts.finish {
+        events.push(event(&json!({
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason(ans), "stop_sequence": null},
+            "usage": {
+                "input_tokens": ans.prompt_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": ans.completion_tokens
+            }
+        })));
+    }
+    if opts.terminator {
+        events.push(event(&json!({"type": "message_stop"})));
+    }
+    events
+}
+
+/// An Anthropic-style error body.
+pub fn error_body(message: &str, ty: &str) -> Bytes {
+    Bytes::from(compact(
+        &json!({"type": "error", "error": {"type": ty, "message": message}}),
+    ))
+}

@@ -1,0 +1,139 @@
+//! Per-request behavior: answer shaping, latency and fault injection.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the mock does for one request. Every field is optional (`#[serde(default)]`);
+/// unknown fields are rejected so a typo in a test shows up as a 400 instead of being ignored.
+///
+/// See the crate documentation for the meaning of each field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Behavior {
+    /// Answer text (default: `"Hello from the mock {openai|anthropic|gemini} provider."`).
+    pub text: Option<String>,
+    /// Split the answer into exactly this many pieces (stream events / completion tokens).
+    pub chunks: Option<usize>,
+    /// Reasoning text emitted before the answer.
+    pub reasoning: Option<String>,
+    /// Delay before the response headers.
+    pub latency_ms: u64,
+    /// Delay between stream events.
+    pub chunk_delay_ms: u64,
+    /// Respond with this status (and `headers`/`body`) instead of an answer.
+    pub status: Option<u16>,
+    /// Extra response headers (added to answers too when `status` is not set).
+    pub headers: BTreeMap<String, String>,
+    /// Body for `status`: a JSON string is sent verbatim, any other JSON value compact-serialized.
+    pub body: Option<serde_json::Value>,
+    /// Serve a fixture error envelope, e.g. `"openai/error_429_rate_limit_tokens"`.
+    pub fixture: Option<String>,
+    /// Fault to inject.
+    pub fault: Option<Fault>,
+    /// For `cut`, `stall`, `bad_event`, `midstream_error`: number of events sent first.
+    pub after_events: usize,
+    /// For `first_event_delay`: delay between the headers and the first event.
+    pub first_event_delay_ms: u64,
+    /// For `drip`: size of each body write (default 1).
+    pub drip_bytes: usize,
+    /// For `drip`: delay between body writes.
+    pub drip_delay_ms: u64,
+}
+
+/// Injected faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// Close the connection without any response.
+    Drop,
+    /// Never send the response headers.
+    Hang,
+    /// Send 200 + headers at once, the first event (or the body) after `first_event_delay_ms`.
+    FirstEventDelay,
+    /// Send `after_events` events then abort the connection mid-body.
+    Cut,
+    /// Send `after_events` events then nothing more, keeping the connection open.
+    Stall,
+    /// The stream ends cleanly without a finish reason and without a terminator.
+    NoFinish,
+    /// The finish reason is sent but no terminator (`[DONE]`, `message_stop`).
+    NoTerminator,
+    /// Inject one unparsable event after `after_events` events, then continue.
+    BadEvent,
+    /// In-band error event after `after_events` events; the stream then ends.
+    MidstreamError,
+    /// Non-stream: 200 with a truncated JSON body. Stream: like `bad_event`.
+    MalformedJson,
+    /// Write the whole body in `drip_bytes`-byte pieces, `drip_delay_ms` apart.
+    Drip,
+}
+
+impl Behavior {
+    /// Parse a behavior from JSON text.
+    pub fn from_json(s: &str) -> Result<Behavior, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+
+    /// Behavior answering with `text`.
+    pub fn text(text: impl Into<String>) -> Behavior {
+        Behavior {
+            text: Some(text.into()),
+            ..Behavior::default()
+        }
+    }
+
+    /// Behavior injecting `fault`.
+    pub fn fault(fault: Fault) -> Behavior {
+        Behavior {
+            fault: Some(fault),
+            ..Behavior::default()
+        }
+    }
+
+    /// Behavior serving the named fixture error envelope.
+    pub fn fixture(name: impl Into<String>) -> Behavior {
+        Behavior {
+            fixture: Some(name.into()),
+            ..Behavior::default()
+        }
+    }
+
+    /// Behavior answering with `status` and `body`.
+    pub fn status(status: u16, body: impl Into<String>) -> Behavior {
+        Behavior {
+            status: Some(status),
+            body: Some(serde_json::Value::String(body.into())),
+            ..Behavior::default()
+        }
+    }
+
+    /// Builder: set `after_events`.
+    pub fn after(mut self, n: usize) -> Behavior {
+        self.after_events = n;
+        self
+    }
+
+    /// Builder: set `latency_ms`.
+    pub fn latency(mut self, ms: u64) -> Behavior {
+        self.latency_ms = ms;
+        self
+    }
+
+    /// Builder: set `chunk_delay_ms`.
+    pub fn chunk_delay(mut self, ms: u64) -> Behavior {
+        self.chunk_delay_ms = ms;
+        self
+    }
+
+    /// Builder: set `chunks`.
+    pub fn chunks(mut self, n: usize) -> Behavior {
+        self.chunks = Some(n);
+        self
+    }
+
+    /// Builder: set `text`.
+    pub fn with_text(mut self, text: impl Into<String>) -> Behavior {
+        self.text = Some(text.into());
+        self
+    }
+}

@@ -1,0 +1,238 @@
+//! Fixture error envelopes (`fixtures/providers/*/error_*.http.json`), embedded at build time.
+
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Every embedded envelope: (name without `.http.json`, file text).
+pub const ENVELOPES: &[(&str, &str)] = &[
+    (
+        "anthropic/error_400_invalid_request",
+        fixture!("anthropic/error_400_invalid_request.http.json"),
+    ),
+    (
+        "anthropic/error_400_max_tokens_too_large",
+        fixture!("anthropic/error_400_max_tokens_too_large.http.json"),
+    ),
+    (
+        "anthropic/error_400_prompt_too_long",
+        fixture!("anthropic/error_400_prompt_too_long.http.json"),
+    ),
+    (
+        "anthropic/error_401_authentication",
+        fixture!("anthropic/error_401_authentication.http.json"),
+    ),
+    (
+        "anthropic/error_403_permission",
+        fixture!("anthropic/error_403_permission.http.json"),
+    ),
+    (
+        "anthropic/error_404_model_not_found",
+        fixture!("anthropic/error_404_model_not_found.http.json"),
+    ),
+    (
+        "anthropic/error_413_request_too_large",
+        fixture!("anthropic/error_413_request_too_large.http.json"),
+    ),
+    (
+        "anthropic/error_429_rate_limit",
+        fixture!("anthropic/error_429_rate_limit.http.json"),
+    ),
+    (
+        "anthropic/error_500_api_error",
+        fixture!("anthropic/error_500_api_error.http.json"),
+    ),
+    (
+        "anthropic/error_529_overloaded",
+        fixture!("anthropic/error_529_overloaded.http.json"),
+    ),
+    (
+        "azure/error_400_content_filter",
+        fixture!("azure/error_400_content_filter.http.json"),
+    ),
+    (
+        "azure/error_400_context_length",
+        fixture!("azure/error_400_context_length.http.json"),
+    ),
+    (
+        "azure/error_401_access_denied",
+        fixture!("azure/error_401_access_denied.http.json"),
+    ),
+    (
+        "azure/error_404_deployment_not_found",
+        fixture!("azure/error_404_deployment_not_found.http.json"),
+    ),
+    (
+        "azure/error_429_rate_limit",
+        fixture!("azure/error_429_rate_limit.http.json"),
+    ),
+    (
+        "deepseek/error_400_context_length",
+        fixture!("deepseek/error_400_context_length.http.json"),
+    ),
+    (
+        "deepseek/error_401_authentication",
+        fixture!("deepseek/error_401_authentication.http.json"),
+    ),
+    (
+        "deepseek/error_402_insufficient_balance",
+        fixture!("deepseek/error_402_insufficient_balance.http.json"),
+    ),
+    (
+        "deepseek/error_429_rate_limit",
+        fixture!("deepseek/error_429_rate_limit.http.json"),
+    ),
+    (
+        "deepseek/error_503_server_overloaded",
+        fixture!("deepseek/error_503_server_overloaded.http.json"),
+    ),
+    (
+        "gemini/error_400_api_key_invalid",
+        fixture!("gemini/error_400_api_key_invalid.http.json"),
+    ),
+    (
+        "gemini/error_400_context_length",
+        fixture!("gemini/error_400_context_length.http.json"),
+    ),
+    (
+        "gemini/error_400_invalid_argument",
+        fixture!("gemini/error_400_invalid_argument.http.json"),
+    ),
+    (
+        "gemini/error_403_missing_api_key",
+        fixture!("gemini/error_403_missing_api_key.http.json"),
+    ),
+    (
+        "gemini/error_403_service_disabled",
+        fixture!("gemini/error_403_service_disabled.http.json"),
+    ),
+    (
+        "gemini/error_404_model_not_found",
+        fixture!("gemini/error_404_model_not_found.http.json"),
+    ),
+    (
+        "gemini/error_429_resource_exhausted",
+        fixture!("gemini/error_429_resource_exhausted.http.json"),
+    ),
+    (
+        "gemini/error_500_internal",
+        fixture!("gemini/error_500_internal.http.json"),
+    ),
+    (
+        "gemini/error_503_unavailable",
+        fixture!("gemini/error_503_unavailable.http.json"),
+    ),
+    (
+        "openai/error_400_context_length",
+        fixture!("openai/error_400_context_length.http.json"),
+    ),
+    (
+        "openai/error_400_invalid_request",
+        fixture!("openai/error_400_invalid_request.http.json"),
+    ),
+    (
+        "openai/error_401_invalid_api_key",
+        fixture!("openai/error_401_invalid_api_key.http.json"),
+    ),
+    (
+        "openai/error_403_unsupported_region",
+        fixture!("openai/error_403_unsupported_region.http.json"),
+    ),
+    (
+        "openai/error_404_model_not_found",
+        fixture!("openai/error_404_model_not_found.http.json"),
+    ),
+    (
+        "openai/error_429_insufficient_quota",
+        fixture!("openai/error_429_insufficient_quota.http.json"),
+    ),
+    (
+        "openai/error_429_rate_limit_tokens",
+        fixture!("openai/error_429_rate_limit_tokens.http.json"),
+    ),
+    (
+        "openai/error_500_server_error",
+        fixture!("openai/error_500_server_error.http.json"),
+    ),
+    (
+        "openai/error_503_overloaded",
+        fixture!("openai/error_503_overloaded.http.json"),
+    ),
+    (
+        "qwen/error_401_invalid_api_key",
+        fixture!("qwen/error_401_invalid_api_key.http.json"),
+    ),
+];
+
+/// A parsed envelope, ready to serve.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+fn parse(name: &str, text: &str) -> Envelope {
+    let v: Value = serde_json::from_str(text).expect("fixture envelope is JSON");
+    let status = v["status"].as_u64().expect("fixture status") as u16;
+    let headers = v["headers"]
+        .as_object()
+        .map(|h| {
+            h.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = if let Some(raw) = v.get("body_raw").and_then(Value::as_str) {
+        Bytes::from(raw.to_string())
+    } else {
+        let body = v.get("body").cloned().unwrap_or(Value::Null);
+        // OpenAI and Gemini pretty-print their error bodies; the others send compact JSON.
+        if name.starts_with("openai/") || name.starts_with("gemini/") {
+            crate::json::pretty_nl(&body)
+        } else {
+            Bytes::from(crate::json::compact(&body))
+        }
+    };
+    Envelope {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn all() -> &'static HashMap<&'static str, Envelope> {
+    static ALL: OnceLock<HashMap<&'static str, Envelope>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        ENVELOPES
+            .iter()
+            .map(|(name, text)| (*name, parse(name, text)))
+            .collect()
+    })
+}
+
+/// Look up an envelope by name: `"openai/error_429_rate_limit_tokens"` (a trailing
+/// `.http.json` is accepted too).
+pub fn get(name: &str) -> Option<&'static Envelope> {
+    let name = name.strip_suffix(".http.json").unwrap_or(name);
+    all().get(name)
+}
+
+/// Names of every available envelope.
+pub fn names() -> Vec<&'static str> {
+    ENVELOPES.iter().map(|(n, _)| *n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn all_parse() {
+        for name in super::names() {
+            let e = super::get(name).unwrap();
+            assert!(e.status >= 400, "{name}");
+            assert!(!e.body.is_empty(), "{name}");
+        }
+        assert!(super::get("anthropic/error_529_overloaded.http.json").is_some());
+    }
+}

@@ -1,0 +1,256 @@
+//! The mock server object: listener, connections, recorder, scripted behaviors.
+
+use crate::behavior::Behavior;
+use crate::handler;
+use bytes::Bytes;
+use http::{HeaderMap, Method, Uri};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// At most this many requests are kept by the recorder (the counter keeps counting).
+pub const MAX_RECORDED: usize = 10_000;
+
+/// A request as received by the mock.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path_and_query: String,
+    /// Header names are lower-case, in arrival order.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// The body parsed as JSON, if it is JSON.
+    pub json: Option<serde_json::Value>,
+}
+
+impl RecordedRequest {
+    /// First value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Raw parts kept on the hot path; converted to [`RecordedRequest`] on demand.
+pub(crate) struct Raw {
+    pub method: Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Raw {
+    fn to_recorded(&self) -> RecordedRequest {
+        RecordedRequest {
+            method: self.method.to_string(),
+            path_and_query: self
+                .uri
+                .path_and_query()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| self.uri.path().to_string()),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: self.body.clone(),
+            json: serde_json::from_slice(&self.body).ok(),
+        }
+    }
+}
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub seq: AtomicU64,
+    count: AtomicUsize,
+    recorded: Mutex<Vec<Raw>>,
+    script: Mutex<VecDeque<Behavior>>,
+    script_len: AtomicUsize,
+    default: Mutex<Option<Arc<Behavior>>>,
+    keys: Mutex<Arc<Vec<String>>>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub(crate) fn record(&self, raw: Raw) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let mut rec = self.recorded.lock().expect("recorder lock");
+        if rec.len() < MAX_RECORDED {
+            rec.push(raw);
+        }
+    }
+
+    /// The next scripted behavior, if any.
+    pub(crate) fn next_scripted(&self) -> Option<Behavior> {
+        if self.script_len.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut q = self.script.lock().expect("script lock");
+        let b = q.pop_front();
+        self.script_len.store(q.len(), Ordering::Release);
+        b
+    }
+
+    pub(crate) fn default_behavior(&self) -> Option<Arc<Behavior>> {
+        self.default.lock().expect("default lock").clone()
+    }
+
+    pub(crate) fn valid_keys(&self) -> Arc<Vec<String>> {
+        self.keys.lock().expect("keys lock").clone()
+    }
+}
+
+/// An in-process mock provider server (OpenAI, Azure, Anthropic and Gemini endpoints).
+pub struct MockServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    accept: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl MockServer {
+    /// Bind `addr` (`"127.0.0.1:0"` for an ephemeral port) and start serving.
+    pub async fn start(addr: &str) -> std::io::Result<MockServer> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (shutdown, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            seq: AtomicU64::new(0),
+            count: AtomicUsize::new(0),
+            recorded: Mutex::new(Vec::new()),
+            script: Mutex::new(VecDeque::new()),
+            script_len: AtomicUsize::new(0),
+            default: Mutex::new(None),
+            keys: Mutex::new(Arc::new(Vec::new())),
+            shutdown,
+        });
+        let accept = tokio::spawn(accept_loop(listener, shared.clone()));
+        Ok(MockServer {
+            shared,
+            addr,
+            accept: Mutex::new(Some(accept)),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://IP:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received (up to [`MAX_RECORDED`]), in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        let rec = self.shared.recorded.lock().expect("recorder lock");
+        rec.iter().map(Raw::to_recorded).collect()
+    }
+
+    /// Number of requests received since start (or the last [`clear_requests`](Self::clear_requests)).
+    pub fn request_count(&self) -> usize {
+        self.shared.count.load(Ordering::Relaxed)
+    }
+
+    /// Forget recorded requests and reset the counter.
+    pub fn clear_requests(&self) {
+        let mut rec = self.shared.recorded.lock().expect("recorder lock");
+        rec.clear();
+        self.shared.count.store(0, Ordering::Relaxed);
+    }
+
+    /// Queue behaviors for the next requests (consumed in order, before any other source).
+    pub fn script(&self, behaviors: Vec<Behavior>) {
+        let mut q = self.shared.script.lock().expect("script lock");
+        q.extend(behaviors);
+        self.shared.script_len.store(q.len(), Ordering::Release);
+    }
+
+    /// Behavior for requests that select none.
+    pub fn set_default(&self, b: Behavior) {
+        *self.shared.default.lock().expect("default lock") = Some(Arc::new(b));
+    }
+
+    /// When non-empty, requests must carry one of these keys (`Authorization: Bearer`,
+    /// `x-api-key`, `x-goog-api-key`, `api-key` or `?key=`), else they get the protocol's
+    /// auth error fixture.
+    pub fn set_valid_keys(&self, keys: Vec<String>) {
+        *self.shared.keys.lock().expect("keys lock") = Arc::new(keys);
+    }
+
+    /// Close the listener: new connections are refused; open ones may finish.
+    pub async fn stop_listening(&self) {
+        let handle = self.accept.lock().expect("accept lock").take();
+        if let Some(h) = handle {
+            h.abort();
+            let _ = h.await;
+        }
+    }
+
+    /// Bind the same address again after [`stop_listening`](Self::stop_listening).
+    pub async fn resume_listening(&self) -> std::io::Result<()> {
+        self.stop_listening().await;
+        let listener = TcpListener::bind(self.addr).await?;
+        let h = tokio::spawn(accept_loop(listener, self.shared.clone()));
+        *self.accept.lock().expect("accept lock") = Some(h);
+        Ok(())
+    }
+
+    /// Stop listening and close every open connection.
+    pub fn shutdown(self) {
+        drop(self)
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(h) = self.accept.lock().map(|mut a| a.take()).ok().flatten() {
+            h.abort();
+        }
+        let _ = self.shared.shutdown.send(true);
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "mock accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let conn_shared = shared.clone();
+        let mut shutdown = shared.shutdown.subscribe();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| handler::handle(conn_shared.clone(), req));
+            let conn = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                res = conn => {
+                    if let Err(e) = res {
+                        tracing::trace!(error = %e, "mock connection ended");
+                    }
+                }
+                _ = shutdown.wait_for(|stop| *stop) => {}
+            }
+        });
+    }
+}

@@ -1,0 +1,236 @@
+//! The canonical model every dialect converts to and from (hub and spoke).
+//!
+//! It carries the union of what OpenAI Chat Completions, Anthropic Messages and
+//! Gemini generateContent can express: text and image parts, tools, tool calls
+//! and results, reasoning text (with provider signatures), JSON modes, usage
+//! with cached and reasoning tokens, finish reasons and free-form provider
+//! options. Field meanings follow `fixtures/providers/MAPPING.md`.
+
+use serde_json::{Map, Value};
+
+/// A chat request, dialect-neutral.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatRequest {
+    /// What the client asked for (a route name or a deployment id).
+    pub model: String,
+    /// System / developer messages stay in place here; adapters whose protocol
+    /// hoists them (Anthropic, Gemini) do so on the way out.
+    pub messages: Vec<Message>,
+    pub tools: Vec<Tool>,
+    pub tool_choice: Option<ToolChoice>,
+    pub parallel_tool_calls: Option<bool>,
+    pub response_format: Option<ResponseFormat>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+    pub stop: Vec<String>,
+    pub seed: Option<i64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub reasoning: Option<ReasoningConfig>,
+    /// End-user id (OpenAI `user`, Anthropic `metadata.user_id`).
+    pub user: Option<String>,
+    pub stream: bool,
+    /// The client asked for usage in the stream (OpenAI `stream_options`).
+    pub include_usage: bool,
+    /// Non-standard fields merged into the upstream body as they are.
+    pub provider_options: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<ContentPart>,
+    /// Assistant turns: the calls it made.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tool turns: which call this answers.
+    pub tool_call_id: Option<String>,
+    /// Tool turns: the result is an error (Anthropic `is_error`).
+    pub is_error: bool,
+    pub name: Option<String>,
+}
+
+impl Default for Role {
+    fn default() -> Self {
+        Role::User
+    }
+}
+
+impl Message {
+    /// All text parts joined (reasoning excluded).
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for p in &self.content {
+            if let ContentPart::Text(t) = p {
+                out.push_str(t);
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentPart {
+    Text(String),
+    Image {
+        source: ImageSource,
+        /// OpenAI `detail` (auto | low | high); dropped where unsupported.
+        detail: Option<String>,
+    },
+    /// Reasoning shown by the model; `signature` must be echoed back to the
+    /// provider that made it (Anthropic thinking, Gemini thoughtSignature).
+    Reasoning {
+        text: String,
+        signature: Option<String>,
+    },
+    /// Anthropic `redacted_thinking`: opaque, echoed unchanged.
+    RedactedReasoning(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImageSource {
+    Url(String),
+    Base64 { media_type: String, data: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: Option<String>,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+    pub strict: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolChoice {
+    Auto,
+    None,
+    Required,
+    Named(String),
+    /// Restrict to a subset; `required` = must call one of them.
+    Allowed { names: Vec<String>, required: bool },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as JSON text (OpenAI's representation; may be invalid
+    /// JSON when the model produced it so).
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    Text,
+    JsonObject,
+    JsonSchema {
+        name: String,
+        schema: Value,
+        strict: Option<bool>,
+        description: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReasoningConfig {
+    /// OpenAI `reasoning_effort` (minimal | low | medium | high | none).
+    pub effort: Option<String>,
+    /// Anthropic `thinking.budget_tokens`, Gemini `thinkingBudget`.
+    pub budget_tokens: Option<u32>,
+}
+
+/// A whole (non-streamed) answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatResponse {
+    pub id: String,
+    /// The upstream model that served (never the route alias).
+    pub model: String,
+    pub created: u64,
+    pub text: Option<String>,
+    pub reasoning: Option<String>,
+    pub reasoning_signature: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub refusal: Option<String>,
+    pub finish_reason: FinishReason,
+    /// The provider's own value, kept for logs (`end_turn`, `SAFETY`…).
+    pub raw_finish_reason: Option<String>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FinishReason {
+    #[default]
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    /// Tool misuse reported by the provider (Gemini MALFORMED_FUNCTION_CALL…).
+    Error,
+}
+
+impl FinishReason {
+    pub fn openai(self) -> &'static str {
+        match self {
+            FinishReason::Stop | FinishReason::Error => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+        }
+    }
+
+    pub fn from_openai(s: &str) -> FinishReason {
+        match s {
+            "length" => FinishReason::Length,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            _ => FinishReason::Stop,
+        }
+    }
+}
+
+/// Token accounting in the unified sense of MAPPING.md §10.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// All prompt tokens, cached ones included.
+    pub input_tokens: u64,
+    /// All output tokens, reasoning included.
+    pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache (subset of input).
+    pub cached_input_tokens: u64,
+    /// Prompt tokens written to the provider's cache (Anthropic).
+    pub cache_write_tokens: u64,
+    /// Output tokens spent on reasoning (subset of output).
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// One step of a streamed answer, in the order a client must see them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// Stream opened: ids for the client's envelope.
+    Start { id: String, model: String, created: u64 },
+    TextDelta(String),
+    ReasoningDelta { text: String, signature: Option<String> },
+    /// `index` counts tool calls (0, 1, …), not content blocks.
+    ToolCallStart { index: u32, id: String, name: String },
+    ToolCallDelta { index: u32, arguments: String },
+    /// Replaces any earlier usage (providers report cumulative totals).
+    Usage(Usage),
+    Finish { reason: FinishReason, raw: Option<String> },
+}

@@ -1,0 +1,13 @@
+//! switchyard-protocol: the wire formats the gateway speaks and the internal
+//! model (IR) every dialect converts to and from. No I/O, no async runtime:
+//! everything here is a pure function over bytes and values, tested against
+//! `fixtures/providers/`.
+//!
+//! - [`sse`]: incremental Server-Sent-Events decoder (any byte split) and encoder.
+//! - [`ir`]: the canonical request / response / stream-event model.
+//! - [`openai`]: OpenAI Chat Completions wire types, the passthrough view of a
+//!   request body, and conversions to and from the IR.
+
+pub mod ir;
+pub mod openai;
+pub mod sse;

@@ -1,0 +1,22 @@
+//! OpenAI Chat Completions: wire types, the passthrough view of a request, and
+//! conversions to and from the IR.
+//!
+//! The OpenAI→OpenAI path never re-encodes the client's body: [`RequestView`]
+//! keeps each top-level field as the raw JSON text it arrived as, validates the
+//! fields it knows, and [`RequestView::write_upstream`] splices in only what must
+//! change (model, stream_options, merged options).
+
+mod request;
+mod request_ir;
+mod response;
+mod wire;
+
+pub use request::{parse_request, FieldError, RequestView, UpstreamEdits};
+pub use response::{
+    encode_chunk, encode_response, peek_chunk, peek_response, ChunkEnvelope, ChunkPeek, ResponsePeek,
+    StreamTranslator,
+};
+pub use wire::*;
+
+#[cfg(test)]
+mod tests;

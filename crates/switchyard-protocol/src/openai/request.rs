@@ -1,0 +1,351 @@
+//! Parsing and validating a client's Chat Completions body, keeping the raw
+//! bytes of every field for the passthrough path.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::wire::*;
+use crate::ir;
+
+/// The client's request: raw fields in arrival order plus their typed view.
+#[derive(Debug)]
+pub struct RequestView<'a> {
+    /// Top-level fields exactly as sent (JSON text of each value).
+    pub fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+    pub typed: ChatCompletionRequest<'a>,
+}
+
+/// A request problem, reported as `invalid_request` with `param`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub param: Option<String>,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError { param: Some(param.into()), message: message.into() }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.param {
+            Some(p) => write!(f, "{p}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Parse and validate. `body` must already be UTF-8 (the caller checks, so it
+/// can say so precisely).
+pub fn parse_request(body: &str) -> Result<RequestView<'_>, FieldError> {
+    let fields = parse_top_level(body)?;
+    let mut typed = ChatCompletionRequest::default();
+    let mut saw_model = false;
+    let mut saw_messages = false;
+    for (key, raw) in &fields {
+        match key.as_ref() {
+            "model" => {
+                typed.model = field(raw, "model")?;
+                saw_model = true;
+            }
+            "messages" => {
+                typed.messages = parse_messages(raw)?;
+                saw_messages = true;
+            }
+            "stream" => typed.stream = field::<Option<bool>>(raw, "stream")?.unwrap_or(false),
+            "stream_options" => {
+                let o: Option<StreamOptions> = field(raw, "stream_options")?;
+                typed.include_usage = o.and_then(|o| o.include_usage).unwrap_or(false);
+            }
+            "temperature" => typed.temperature = range(raw, "temperature", 0.0, 2.0)?,
+            "top_p" => typed.top_p = range(raw, "top_p", 0.0, 1.0)?,
+            "presence_penalty" => typed.presence_penalty = range(raw, key, -2.0, 2.0)?,
+            "frequency_penalty" => typed.frequency_penalty = range(raw, key, -2.0, 2.0)?,
+            "max_tokens" => typed.max_tokens = positive(raw, "max_tokens")?,
+            "max_completion_tokens" => {
+                typed.max_completion_tokens = positive(raw, "max_completion_tokens")?
+            }
+            "n" => {
+                if let Some(n) = field::<Option<u32>>(raw, "n")? {
+                    if n != 1 {
+                        return Err(FieldError::new("n", "only n=1 is supported"));
+                    }
+                }
+            }
+            "stop" => typed.stop = parse_stop(raw)?,
+            "seed" => typed.seed = field(raw, "seed")?,
+            "tools" => typed.tools = field::<Option<Vec<WireTool>>>(raw, "tools")?.unwrap_or_default(),
+            "tool_choice" => typed.tool_choice = field(raw, "tool_choice")?,
+            "parallel_tool_calls" => typed.parallel_tool_calls = field(raw, "parallel_tool_calls")?,
+            "response_format" => typed.response_format = field(raw, "response_format")?,
+            "reasoning_effort" => typed.reasoning_effort = field(raw, "reasoning_effort")?,
+            "user" => typed.user = field(raw, "user")?,
+            "provider_options" => typed.provider_options = field(raw, "provider_options")?,
+            _ => {} // passed through untouched
+        }
+    }
+    if !saw_model || typed.model.is_empty() {
+        return Err(FieldError::new("model", "`model` is required"));
+    }
+    if !saw_messages {
+        return Err(FieldError::new("messages", "`messages` is required"));
+    }
+    check_tool_choice(&typed)?;
+    check_response_format(&typed)?;
+    Ok(RequestView { fields, typed })
+}
+
+/// The body must be one JSON object; keep each value as raw text.
+fn parse_top_level(body: &str) -> Result<Vec<(Cow<'_, str>, &RawValue)>, FieldError> {
+    let mut de = serde_json::Deserializer::from_str(body);
+    let fields = de.deserialize_map(FieldsVisitor).map_err(|e| FieldError {
+        param: None,
+        message: format!("request body is not valid JSON: {e}"),
+    })?;
+    de.end().map_err(|e| FieldError {
+        param: None,
+        message: format!("request body is not valid JSON: {e}"),
+    })?;
+    Ok(fields)
+}
+
+struct FieldsVisitor;
+
+impl<'de> Visitor<'de> for FieldsVisitor {
+    type Value = Vec<(Cow<'de, str>, &'de RawValue)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out: Self::Value = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            let value: &'de RawValue = map.next_value()?;
+            if out.iter().any(|(k, _)| *k == key) {
+                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+            }
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+}
+
+fn field<'a, T: Deserialize<'a>>(raw: &'a RawValue, param: &str) -> Result<T, FieldError> {
+    serde_json::from_str(raw.get()).map_err(|e| FieldError::new(param, strip_position(&e)))
+}
+
+/// serde's "at line 1 column 9" points into the sub-value, which only confuses.
+fn strip_position(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.find(" at line ") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
+}
+
+fn range(raw: &RawValue, param: &str, lo: f64, hi: f64) -> Result<Option<f64>, FieldError> {
+    let v: Option<f64> = field(raw, param)?;
+    match v {
+        Some(x) if !(lo..=hi).contains(&x) => {
+            Err(FieldError::new(param, format!("must be between {lo} and {hi}, got {x}")))
+        }
+        _ => Ok(v),
+    }
+}
+
+fn positive(raw: &RawValue, param: &str) -> Result<Option<u32>, FieldError> {
+    let v: Option<u32> = field(raw, param)?;
+    if v == Some(0) {
+        return Err(FieldError::new(param, "must be at least 1"));
+    }
+    Ok(v)
+}
+
+fn parse_stop(raw: &RawValue) -> Result<Vec<String>, FieldError> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stop {
+        One(String),
+        Many(Vec<String>),
+    }
+    match field::<Option<Stop>>(raw, "stop") {
+        Ok(None) => Ok(Vec::new()),
+        Ok(Some(Stop::One(s))) => Ok(vec![s]),
+        Ok(Some(Stop::Many(v))) if v.len() <= 4 => Ok(v),
+        Ok(Some(Stop::Many(_))) => Err(FieldError::new("stop", "at most 4 stop sequences")),
+        Err(_) => Err(FieldError::new("stop", "must be a string or an array of strings")),
+    }
+}
+
+fn parse_messages(raw: &RawValue) -> Result<Vec<WireMessage<'_>>, FieldError> {
+    let items: Vec<&RawValue> = field(raw, "messages")
+        .map_err(|_| FieldError::new("messages", "must be an array of message objects"))?;
+    if items.is_empty() {
+        return Err(FieldError::new("messages", "must contain at least one message"));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let param = format!("messages[{i}]");
+        let m: WireMessage = serde_json::from_str(item.get())
+            .map_err(|e| FieldError::new(&param, message_error(&e)))?;
+        check_message(&m, &param)?;
+        check_parts(&m, &param)?;
+        out.push(m);
+    }
+    Ok(out)
+}
+
+/// Untagged-enum errors say "did not match any variant": say what is expected.
+fn message_error(e: &serde_json::Error) -> String {
+    let s = strip_position(e);
+    s
+}
+
+fn check_message(m: &WireMessage, param: &str) -> Result<(), FieldError> {
+    match m.role {
+        WireRole::Tool if m.tool_call_id.is_none() => {
+            Err(FieldError::new(param, "a `tool` message needs `tool_call_id`"))
+        }
+        WireRole::Assistant => {
+            if m.content.is_none() && m.tool_calls.is_none() && m.refusal.is_none() {
+                return Err(FieldError::new(param, "an assistant message needs `content` or `tool_calls`"));
+            }
+            Ok(())
+        }
+        WireRole::User | WireRole::System | WireRole::Developer if m.content.is_none() => {
+            Err(FieldError::new(param, "`content` is required"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_tool_choice(t: &ChatCompletionRequest) -> Result<(), FieldError> {
+    let named = match &t.tool_choice {
+        Some(WireToolChoice::Function { function, .. }) => vec![function.name.as_str()],
+        Some(WireToolChoice::Allowed { allowed_tools, .. }) => {
+            allowed_tools.tools.iter().map(|t| t.function.name.as_str()).collect()
+        }
+        Some(WireToolChoice::Mode(ToolChoiceMode::Required)) if t.tools.is_empty() => {
+            return Err(FieldError::new("tool_choice", "`required` needs `tools`"));
+        }
+        _ => return Ok(()),
+    };
+    for name in named {
+        if !t.tools.iter().any(|tool| tool.function.name == name) {
+            return Err(FieldError::new("tool_choice", format!("names unknown tool `{name}`")));
+        }
+    }
+    Ok(())
+}
+
+fn check_response_format(t: &ChatCompletionRequest) -> Result<(), FieldError> {
+    match &t.response_format {
+        Some(f) if f.kind == ResponseFormatKind::JsonSchema && f.json_schema.is_none() => {
+            Err(FieldError::new("response_format", "`json_schema` type needs a `json_schema` object"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_parts(m: &WireMessage, param: &str) -> Result<(), FieldError> {
+    let Some(WireContent::Parts(parts)) = &m.content else { return Ok(()) };
+    for (j, p) in parts.iter().enumerate() {
+        let bad = match p.kind {
+            PartKind::Text => p.text.is_none(),
+            PartKind::ImageUrl => p.image_url.is_none(),
+            _ => false,
+        };
+        if bad {
+            return Err(FieldError::new(format!("{param}.content[{j}]"), "content part is missing its payload"));
+        }
+    }
+    Ok(())
+}
+
+// === passthrough ===
+
+/// What the gateway changes in a body it forwards to an OpenAI-protocol upstream.
+#[derive(Debug, Default)]
+pub struct UpstreamEdits<'e> {
+    /// The upstream's model name (`None` = leave out, e.g. Azure puts it in the URL).
+    pub model: Option<&'e str>,
+    /// Force `stream_options.include_usage: true` (streams only).
+    pub force_include_usage: bool,
+    /// Provider `options`, merged last (they win).
+    pub options: Option<&'e serde_json::Map<String, serde_json::Value>>,
+}
+
+impl RequestView<'_> {
+    /// Write the upstream body: the client's fields byte for byte, in order,
+    /// except `model` (rewritten), `stream_options` (usage forced on for streams),
+    /// `provider_options` (unwrapped into top-level fields) and provider options.
+    pub fn write_upstream(&self, edits: &UpstreamEdits) -> Vec<u8> {
+        let extra_len = 64 + edits.model.map_or(0, str::len);
+        let mut out = Vec::with_capacity(self.fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + extra_len);
+        let overridden = |k: &str| -> bool {
+            edits.options.is_some_and(|o| o.contains_key(k))
+                || self.typed.provider_options.as_ref().is_some_and(|o| o.contains_key(k))
+        };
+        out.push(b'{');
+        let mut first = true;
+        let mut sep = |out: &mut Vec<u8>| {
+            if !std::mem::take(&mut first) {
+                out.push(b',');
+            }
+        };
+        if let Some(model) = edits.model {
+            if !overridden("model") {
+                sep(&mut out);
+                out.extend_from_slice(b"\"model\":");
+                write_json_str(&mut out, model);
+            }
+        }
+        let force_usage = edits.force_include_usage && self.typed.stream;
+        for (key, raw) in &self.fields {
+            let k = key.as_ref();
+            let skip = k == "model"
+                || k == "provider_options"
+                || (k == "stream_options" && force_usage)
+                || overridden(k);
+            if skip {
+                continue;
+            }
+            sep(&mut out);
+            write_json_str(&mut out, k);
+            out.push(b':');
+            out.extend_from_slice(raw.get().as_bytes());
+        }
+        if force_usage && !overridden("stream_options") {
+            sep(&mut out);
+            out.extend_from_slice(br#""stream_options":{"include_usage":true}"#);
+        }
+        let provider_wins = |k: &String| edits.options.is_some_and(|o| o.contains_key(k));
+        let client_opts = self.typed.provider_options.iter().flatten().filter(|(k, _)| !provider_wins(k));
+        for (k, v) in client_opts.chain(edits.options.into_iter().flatten()) {
+            sep(&mut out);
+            write_json_str(&mut out, k);
+            out.push(b':');
+            // Writing a Value into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, v);
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// The dialect-neutral form, for non-OpenAI upstreams.
+    pub fn to_ir(&self) -> ir::ChatRequest {
+        super::request_ir::to_ir(&self.typed)
+    }
+}
+
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Serializing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}

@@ -1,0 +1,370 @@
+//! OpenAI responses and stream chunks: peeking (for usage, finish and text
+//! without re-encoding), IR → OpenAI encoding, and OpenAI chunks → IR events.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::wire::WireUsage;
+use crate::ir::{self, FinishReason, StreamEvent};
+
+/// What the gateway reads from a non-streamed answer it forwards unchanged.
+#[derive(Debug, Deserialize)]
+pub struct ResponsePeek<'a> {
+    #[serde(default, borrow)]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub created: Option<u64>,
+    #[serde(default, borrow)]
+    pub choices: Vec<PeekChoice<'a>>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PeekChoice<'a> {
+    #[serde(default, borrow)]
+    pub message: Option<PeekMessage<'a>>,
+    #[serde(default, borrow)]
+    pub delta: Option<PeekMessage<'a>>,
+    #[serde(default, borrow)]
+    pub finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PeekMessage<'a> {
+    #[serde(default, borrow)]
+    pub content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub reasoning_content: Option<Cow<'a, str>>,
+    /// Some compatible servers (vLLM, OpenRouter) say `reasoning`.
+    #[serde(default, borrow)]
+    pub reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub refusal: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub tool_calls: Option<Vec<PeekToolCall<'a>>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PeekToolCall<'a> {
+    #[serde(default)]
+    pub index: Option<u32>,
+    #[serde(default, borrow)]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub function: Option<PeekFunction<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PeekFunction<'a> {
+    #[serde(default, borrow)]
+    pub name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub arguments: Option<Cow<'a, str>>,
+}
+
+/// One stream chunk, as much as the gateway needs of it.
+#[derive(Debug, Deserialize)]
+pub struct ChunkPeek<'a> {
+    #[serde(default, borrow)]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub created: Option<u64>,
+    #[serde(default, borrow)]
+    pub choices: Vec<PeekChoice<'a>>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    /// An in-band error (`data: {"error": …}`).
+    #[serde(default, borrow)]
+    pub error: Option<&'a RawValue>,
+}
+
+pub fn peek_response(body: &[u8]) -> Result<ResponsePeek<'_>, serde_json::Error> {
+    serde_json::from_slice(body)
+}
+
+pub fn peek_chunk(data: &[u8]) -> Result<ChunkPeek<'_>, serde_json::Error> {
+    serde_json::from_slice(data)
+}
+
+impl ResponsePeek<'_> {
+    pub fn to_ir(&self) -> ir::ChatResponse {
+        let choice = self.choices.first();
+        let msg = choice.and_then(|c| c.message.as_ref());
+        let raw_finish = choice.and_then(|c| c.finish_reason.as_deref());
+        ir::ChatResponse {
+            id: self.id.as_deref().unwrap_or_default().to_owned(),
+            model: self.model.as_deref().unwrap_or_default().to_owned(),
+            created: self.created.unwrap_or_default(),
+            text: msg.and_then(|m| m.content.as_deref()).map(str::to_owned),
+            reasoning: msg
+                .and_then(|m| m.reasoning_content.as_deref().or(m.reasoning.as_deref()))
+                .map(str::to_owned),
+            reasoning_signature: None,
+            tool_calls: msg
+                .and_then(|m| m.tool_calls.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| ir::ToolCall {
+                    id: c.id.as_deref().unwrap_or_default().to_owned(),
+                    name: c.function.as_ref().and_then(|f| f.name.as_deref()).unwrap_or_default().to_owned(),
+                    arguments: c
+                        .function
+                        .as_ref()
+                        .and_then(|f| f.arguments.as_deref())
+                        .unwrap_or_default()
+                        .to_owned(),
+                })
+                .collect(),
+            refusal: msg.and_then(|m| m.refusal.as_deref()).map(str::to_owned),
+            finish_reason: raw_finish.map(FinishReason::from_openai).unwrap_or_default(),
+            raw_finish_reason: raw_finish.map(str::to_owned),
+            usage: self.usage.as_ref().map(WireUsage::to_ir).unwrap_or_default(),
+        }
+    }
+}
+
+// === IR → OpenAI ===
+
+#[derive(Serialize)]
+struct OutResponse<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [OutChoice<'a>; 1],
+    usage: WireUsage,
+}
+
+#[derive(Serialize)]
+struct OutChoice<'a> {
+    index: u32,
+    message: OutMessage<'a>,
+    logprobs: Option<()>,
+    finish_reason: &'static str,
+}
+
+#[derive(Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutToolCall<'a>>,
+    refusal: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct OutToolCall<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunction<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
+/// A whole `chat.completion` body.
+pub fn encode_response(r: &ir::ChatResponse) -> Vec<u8> {
+    let out = OutResponse {
+        id: &r.id,
+        object: "chat.completion",
+        created: r.created,
+        model: &r.model,
+        choices: [OutChoice {
+            index: 0,
+            message: OutMessage {
+                role: "assistant",
+                content: r.text.as_deref(),
+                reasoning_content: r.reasoning.as_deref(),
+                tool_calls: r
+                    .tool_calls
+                    .iter()
+                    .map(|c| OutToolCall {
+                        index: None,
+                        id: Some(&c.id),
+                        kind: Some("function"),
+                        function: OutFunction { name: Some(&c.name), arguments: &c.arguments },
+                    })
+                    .collect(),
+                refusal: r.refusal.as_deref(),
+            },
+            logprobs: None,
+            finish_reason: r.finish_reason.openai(),
+        }],
+        usage: WireUsage::from_ir(&r.usage),
+    };
+    serde_json::to_vec(&out).unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct OutChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: Vec<OutChunkChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Serialize)]
+struct OutChunkChoice<'a> {
+    index: u32,
+    delta: OutDelta<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(Serialize, Default)]
+struct OutDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutToolCall<'a>>,
+}
+
+/// Envelope values repeated on every chunk of one stream.
+#[derive(Debug, Clone, Default)]
+pub struct ChunkEnvelope {
+    pub id: String,
+    pub model: String,
+    pub created: u64,
+}
+
+/// One IR event as a `chat.completion.chunk` JSON payload (without `data: `).
+/// `Start` becomes the role chunk; `Usage` the `choices: []` usage chunk.
+pub fn encode_chunk(env: &ChunkEnvelope, ev: &StreamEvent) -> Vec<u8> {
+    let mut delta = OutDelta::default();
+    let mut finish = None;
+    let mut usage = None;
+    let mut choices = true;
+    match ev {
+        StreamEvent::Start { .. } => {
+            delta.role = Some("assistant");
+            delta.content = Some("");
+        }
+        StreamEvent::TextDelta(t) => delta.content = Some(t),
+        StreamEvent::ReasoningDelta { text, .. } => delta.reasoning_content = Some(text),
+        StreamEvent::ToolCallStart { index, id, name } => delta.tool_calls.push(OutToolCall {
+            index: Some(*index),
+            id: Some(id),
+            kind: Some("function"),
+            function: OutFunction { name: Some(name), arguments: "" },
+        }),
+        StreamEvent::ToolCallDelta { index, arguments } => delta.tool_calls.push(OutToolCall {
+            index: Some(*index),
+            id: None,
+            kind: None,
+            function: OutFunction { name: None, arguments },
+        }),
+        StreamEvent::Usage(u) => {
+            usage = Some(WireUsage::from_ir(u));
+            choices = false;
+        }
+        StreamEvent::Finish { reason, .. } => finish = Some(reason.openai()),
+    }
+    let out = OutChunk {
+        id: &env.id,
+        object: "chat.completion.chunk",
+        created: env.created,
+        model: &env.model,
+        choices: if choices {
+            vec![OutChunkChoice { index: 0, delta, logprobs: None, finish_reason: finish }]
+        } else {
+            Vec::new()
+        },
+        usage,
+    };
+    serde_json::to_vec(&out).unwrap_or_default()
+}
+
+// === OpenAI chunks → IR ===
+
+/// Turns OpenAI chunks into IR events, remembering per-index tool-call ids so a
+/// Qwen-style `id: ""` on a later fragment never overwrites a known one.
+#[derive(Debug, Default)]
+pub struct StreamTranslator {
+    started: bool,
+    tool_ids: Vec<Option<String>>,
+    pub finish: Option<FinishReason>,
+    pub usage: Option<ir::Usage>,
+}
+
+impl StreamTranslator {
+    pub fn push(&mut self, c: &ChunkPeek, out: &mut Vec<StreamEvent>) {
+        if !self.started {
+            self.started = true;
+            out.push(StreamEvent::Start {
+                id: c.id.as_deref().unwrap_or_default().to_owned(),
+                model: c.model.as_deref().unwrap_or_default().to_owned(),
+                created: c.created.unwrap_or_default(),
+            });
+        }
+        for choice in &c.choices {
+            if let Some(d) = &choice.delta {
+                self.delta(d, out);
+            }
+            if let Some(f) = &choice.finish_reason {
+                self.finish = Some(FinishReason::from_openai(f));
+            }
+        }
+        if let Some(u) = &c.usage {
+            let u = u.to_ir();
+            self.usage = Some(u);
+            out.push(StreamEvent::Usage(u));
+        }
+    }
+
+    fn delta(&mut self, d: &PeekMessage, out: &mut Vec<StreamEvent>) {
+        if let Some(r) = d.reasoning_content.as_deref().or(d.reasoning.as_deref()) {
+            if !r.is_empty() {
+                out.push(StreamEvent::ReasoningDelta { text: r.to_owned(), signature: None });
+            }
+        }
+        for t in [&d.content, &d.refusal].into_iter().flatten() {
+            if !t.is_empty() {
+                out.push(StreamEvent::TextDelta(t.to_string()));
+            }
+        }
+        for (pos, call) in d.tool_calls.iter().flatten().enumerate() {
+            let index = call.index.unwrap_or(pos as u32);
+            let slot = index as usize;
+            if self.tool_ids.len() <= slot {
+                self.tool_ids.resize(slot + 1, None);
+            }
+            let fresh_id = call.id.as_deref().filter(|id| !id.is_empty());
+            if self.tool_ids[slot].is_none() {
+                if let Some(id) = fresh_id {
+                    self.tool_ids[slot] = Some(id.to_owned());
+                    let name = call.function.as_ref().and_then(|f| f.name.as_deref()).unwrap_or_default();
+                    out.push(StreamEvent::ToolCallStart { index, id: id.to_owned(), name: name.to_owned() });
+                }
+            }
+            if let Some(args) = call.function.as_ref().and_then(|f| f.arguments.as_deref()) {
+                if !args.is_empty() {
+                    out.push(StreamEvent::ToolCallDelta { index, arguments: args.to_owned() });
+                }
+            }
+        }
+    }
+}

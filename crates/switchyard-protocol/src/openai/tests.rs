@@ -1,0 +1,188 @@
+use super::*;
+use crate::ir;
+
+fn fixture(name: &str) -> String {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers/");
+    std::fs::read_to_string(format!("{root}{name}")).unwrap()
+}
+
+#[test]
+fn every_openai_request_fixture_parses() {
+    for f in [
+        "openai/chat_text.request.json",
+        "openai/chat_json_object.request.json",
+        "openai/chat_json_schema.request.json",
+        "openai/chat_tool_call.request.json",
+        "openai/chat_tool_result.request.json",
+        "openai/chat_vision.request.json",
+        "deepseek/chat_text.request.json",
+        "deepseek/chat_reasoner_multiturn.request.json",
+        "qwen/chat_tool_call.request.json",
+    ] {
+        let body = fixture(f);
+        let view = parse_request(&body).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(!view.typed.messages.is_empty(), "{f}");
+    }
+}
+
+#[test]
+fn tool_result_fixture_reaches_the_ir() {
+    let body = fixture("openai/chat_tool_result.request.json");
+    let ir = parse_request(&body).unwrap().to_ir();
+    let asst = ir.messages.iter().find(|m| !m.tool_calls.is_empty()).unwrap();
+    let tool = ir.messages.iter().find(|m| m.role == ir::Role::Tool).unwrap();
+    assert_eq!(tool.tool_call_id.as_deref(), Some(asst.tool_calls[0].id.as_str()));
+}
+
+#[test]
+fn vision_fixture_keeps_image_parts() {
+    let body = fixture("openai/chat_vision.request.json");
+    let ir = parse_request(&body).unwrap().to_ir();
+    let images = ir.messages[0]
+        .content
+        .iter()
+        .filter(|p| matches!(p, ir::ContentPart::Image { .. }))
+        .count();
+    assert!(images >= 1);
+}
+
+fn err(body: &str) -> FieldError {
+    parse_request(body).unwrap_err()
+}
+
+#[test]
+fn bad_inputs_name_the_offending_param() {
+    assert_eq!(err(r#"{"messages":[{"role":"user","content":"x"}]}"#).param.as_deref(), Some("model"));
+    assert_eq!(err(r#"{"model":"m"}"#).param.as_deref(), Some("messages"));
+    assert_eq!(err(r#"{"model":"m","messages":[]}"#).param.as_deref(), Some("messages"));
+    assert_eq!(err(r#"{"model":"m","messages":"hi"}"#).param.as_deref(), Some("messages"));
+    let e = err(r#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"robot","content":"y"}]}"#);
+    assert_eq!(e.param.as_deref(), Some("messages[1]"));
+    assert!(e.message.contains("robot"), "{}", e.message);
+    let e = err(r#"{"model":"m","messages":[{"role":"user","content":5}]}"#);
+    assert_eq!(e.param.as_deref(), Some("messages[0]"));
+    assert!(e.message.contains("content"), "{}", e.message);
+    assert_eq!(
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"}"#).param.as_deref(),
+        Some("temperature")
+    );
+    assert_eq!(
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3}"#).param.as_deref(),
+        Some("temperature")
+    );
+    assert_eq!(
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"}"#).param.as_deref(),
+        Some("stream")
+    );
+    assert_eq!(err(r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#).param.as_deref(), Some("messages[0]"));
+    assert_eq!(
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}"#).param.as_deref(),
+        Some("n")
+    );
+    assert_eq!(
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}"#).param.as_deref(),
+        Some("tool_choice")
+    );
+    // Not JSON, not an object, trailing garbage, duplicate keys.
+    for body in ["{", "[1]", r#"{"model":"m"} x"#, r#"{"model":"a","model":"b"}"#] {
+        assert_eq!(err(body).param, None, "{body}");
+    }
+}
+
+#[test]
+fn upstream_body_keeps_client_bytes_and_rewrites_only_what_it_must() {
+    let body = r#"{"model":"chat","messages":[{"role":"user","content":"h\u00e9"}],"stream":true,"stream_options":{"include_usage":false},"x_custom":{"a" : 1},"provider_options":{"top_k":5}}"#;
+    let view = parse_request(body).unwrap();
+    let mut opts = serde_json::Map::new();
+    opts.insert("mock".into(), serde_json::json!({"chunks": 2}));
+    let out = view.write_upstream(&UpstreamEdits {
+        model: Some("gpt-4o"),
+        force_include_usage: true,
+        options: Some(&opts),
+    });
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(
+        out,
+        r#"{"model":"gpt-4o","messages":[{"role":"user","content":"h\u00e9"}],"stream":true,"x_custom":{"a" : 1},"stream_options":{"include_usage":true},"top_k":5,"mock":{"chunks":2}}"#
+    );
+}
+
+#[test]
+fn non_stream_body_does_not_get_stream_options() {
+    let view = parse_request(r#"{"model":"chat","messages":[{"role":"user","content":"x"}]}"#).unwrap();
+    let out = view.write_upstream(&UpstreamEdits { model: Some("m"), force_include_usage: true, options: None });
+    assert_eq!(out, br#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#);
+}
+
+#[test]
+fn response_fixtures_peek_usage_and_finish() {
+    let body = fixture("openai/chat_text.response.json");
+    let r = peek_response(body.as_bytes()).unwrap().to_ir();
+    assert_eq!(r.model, "gpt-5.1-chat-latest");
+    assert_eq!(r.usage.input_tokens, 20);
+    assert_eq!(r.usage.output_tokens, 18);
+    let body = fixture("openai/chat_tool_call.response.json");
+    let r = peek_response(body.as_bytes()).unwrap().to_ir();
+    assert_eq!(r.finish_reason, ir::FinishReason::ToolCalls);
+    assert_eq!(r.tool_calls[0].name, "get_weather");
+    let body = fixture("deepseek/chat_json_after_tool.response.json");
+    let r = peek_response(body.as_bytes()).unwrap().to_ir();
+    assert_eq!(r.usage.input_tokens, 495);
+}
+
+fn translate(sse: &str) -> (Vec<ir::StreamEvent>, StreamTranslator) {
+    let mut dec = crate::sse::SseDecoder::new();
+    dec.push(sse.as_bytes());
+    let mut t = StreamTranslator::default();
+    let mut out = Vec::new();
+    while let Some(ev) = dec.next_event().unwrap() {
+        if ev.is_done_sentinel() || ev.data.is_none() {
+            continue;
+        }
+        let c = peek_chunk(ev.data.as_ref().unwrap()).unwrap();
+        t.push(&c, &mut out);
+    }
+    (out, t)
+}
+
+#[test]
+fn stream_fixtures_translate_to_ir_events() {
+    let (evs, t) = translate(&fixture("openai/stream_tool_calls_parallel.sse"));
+    let starts: Vec<_> = evs.iter().filter(|e| matches!(e, ir::StreamEvent::ToolCallStart { .. })).collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(t.finish, Some(ir::FinishReason::ToolCalls));
+    let (evs, t) = translate(&fixture("openai/stream_text_usage.sse"));
+    let text: String = evs
+        .iter()
+        .filter_map(|e| match e {
+            ir::StreamEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(text.starts_with("**Holiday Name:**"));
+    assert_eq!(t.usage.unwrap().output_tokens, 300);
+    let (evs, _) = translate(&fixture("deepseek/stream_reasoning.sse"));
+    assert!(evs.iter().any(|e| matches!(e, ir::StreamEvent::ReasoningDelta { .. })));
+    // Qwen sends id "" on later fragments: one start per call, never a blank id.
+    let (evs, _) = translate(&fixture("qwen/stream_tool_call.sse"));
+    for e in &evs {
+        if let ir::StreamEvent::ToolCallStart { id, .. } = e {
+            assert!(!id.is_empty());
+        }
+    }
+}
+
+#[test]
+fn ir_encodes_back_to_openai_shapes() {
+    let body = fixture("openai/chat_tool_call.response.json");
+    let r = peek_response(body.as_bytes()).unwrap().to_ir();
+    let again = encode_response(&r);
+    let back = peek_response(&again).unwrap().to_ir();
+    assert_eq!(back.tool_calls, r.tool_calls);
+    assert_eq!(back.usage, r.usage);
+    let env = ChunkEnvelope { id: "c1".into(), model: "m".into(), created: 1 };
+    let chunk = encode_chunk(&env, &ir::StreamEvent::TextDelta("hi".into()));
+    let v: serde_json::Value = serde_json::from_slice(&chunk).unwrap();
+    assert_eq!(v["choices"][0]["delta"]["content"], "hi");
+    assert_eq!(v["object"], "chat.completion.chunk");
+}

@@ -1,0 +1,128 @@
+//! Config loading: YAML text → validated [`Config`], or every problem found.
+//!
+//! Pipeline: `node` parses the YAML into a positioned tree (serde-saphyr),
+//! `env` expands `${VAR}` in string values, `raw` decodes the tree into a typed
+//! mirror (unknown keys, wrong types, bad units), `validate` checks the whole
+//! and builds [`model::Config`] with defaults applied. Each stage reports all
+//! its problems as [`Diagnostic`]s with `file:line:column`; a config with any
+//! problem is never returned.
+
+pub mod model;
+pub use model::*;
+
+mod env;
+mod fields;
+mod node;
+mod raw;
+mod units;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use node::At;
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based, in characters.
+    pub column: usize,
+    /// Dotted path of the offending value, e.g. `routes.chat.targets[1]` (empty for syntax errors).
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Collects diagnostics for one file.
+pub(crate) struct Diags {
+    file: String,
+    list: Vec<Diagnostic>,
+}
+
+impl Diags {
+    fn new(file: &str) -> Self {
+        Diags {
+            file: file.to_string(),
+            list: Vec::new(),
+        }
+    }
+    /// Reports a missing required key, unless its value was present but
+    /// already reported (bad type, unset variable): one problem, one message.
+    pub(crate) fn missing(&mut self, at: &At, message: impl Into<String>) {
+        let p = &at.path;
+        let reported = self.list.iter().any(|x| {
+            x.path
+                .strip_prefix(p.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        });
+        if !reported {
+            self.err(at, message);
+        }
+    }
+
+    pub(crate) fn err(&mut self, at: &At, message: impl Into<String>) {
+        self.list.push(Diagnostic {
+            file: self.file.clone(),
+            line: at.pos.line,
+            column: at.pos.column,
+            path: at.path.clone(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Reads and validates a config file, expanding `${VAR}` from the process environment.
+pub fn load_file(path: &Path) -> Result<Config, Vec<Diagnostic>> {
+    let file = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(src) => load_str(&src, &file, &|name| std::env::var(name).ok()),
+        Err(e) => Err(vec![Diagnostic {
+            file,
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: format!("cannot read: {e}"),
+        }]),
+    }
+}
+
+/// Validates config text. `file` names it in diagnostics; `env` looks up variables
+/// (for `${VAR}`, `keys[].env` and `key_env`). Diagnostics come sorted by position.
+pub fn load_str(
+    src: &str,
+    file: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, Vec<Diagnostic>> {
+    let mut d = Diags::new(file);
+    let version = hex::encode(Sha256::digest(src.as_bytes()));
+    let Some(mut root) = node::parse(src, &mut d) else {
+        return Err(d.list);
+    };
+    let top = At::default();
+    env::expand_tree(&mut root, &top, src, env, &mut d);
+    let raw = raw::decode(&mut d, &root);
+    let config = validate::validate(&mut d, raw, env, version);
+    if d.list.is_empty() {
+        return Ok(config);
+    }
+    d.list.sort_by_key(|x| (x.line, x.column));
+    d.list.dedup();
+    Err(d.list)
+}

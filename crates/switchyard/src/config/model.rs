@@ -1,0 +1,406 @@
+//! Validated runtime configuration: what the rest of the gateway reads.
+//!
+//! Built from the raw YAML mirror (`raw.rs`) by `validate.rs`; nothing here is
+//! "filled in later": defaults are applied, env vars expanded, units parsed and
+//! cross-references checked before a `Config` exists.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::observe::redact::Secret;
+
+/// The whole validated config. Immutable once built; reloads build a new one.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Hex sha256 of the config source text (before env expansion): `config_version`.
+    pub version: String,
+    pub server: Server,
+    /// `None` = no `clients:` section: the gateway is open (and logs that it is).
+    pub clients: Option<Vec<Client>>,
+    pub providers: BTreeMap<String, Provider>,
+    /// Deployments keyed by id (`provider/model`), in file order in `deployment_order`.
+    pub deployments: BTreeMap<String, Deployment>,
+    pub deployment_order: Vec<String>,
+    pub routes: BTreeMap<String, Route>,
+    /// Scene-routing rules: request text → task name (first match wins).
+    pub task_rules: Vec<TaskRule>,
+    pub cache: Cache,
+    pub state: State,
+    pub usage: Usage,
+    pub observability: Observability,
+    pub degraded: Degraded,
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    /// Bytes.
+    pub max_body: usize,
+    pub sse_keepalive: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub id: String,
+    /// sha256 of the virtual key (from `key_sha256`, or hashed from `key_env`'s value).
+    pub key_sha256: [u8; 32],
+    /// `None` = every route and deployment.
+    pub routes: Option<Vec<String>>,
+    pub rpm: Option<u32>,
+    pub tpm: Option<u64>,
+    pub budget: Option<Budget>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub usd: f64,
+    pub per: BudgetPeriod,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetPeriod {
+    Hour,
+    Day,
+    Month,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    OpenAi,
+    Anthropic,
+    Gemini,
+    Azure,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::OpenAi => "openai",
+            Protocol::Anthropic => "anthropic",
+            Protocol::Gemini => "gemini",
+            Protocol::Azure => "azure",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Provider {
+    pub id: String,
+    pub protocol: Protocol,
+    /// Without a trailing slash.
+    pub base_url: String,
+    /// May be empty (local vLLM, Ollama, the mocks): then no auth header is sent.
+    pub keys: Vec<ProviderKey>,
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    pub circuit: Circuit,
+    /// Extra static headers sent upstream.
+    pub headers: Vec<(String, String)>,
+    /// Provider-specific body fields merged into every request body.
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Azure only: the `api-version` query parameter.
+    pub api_version: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderKey {
+    /// Where the key came from, for logs and `/admin/state` (`env:OPENAI_API_KEY` or `inline#0`).
+    pub label: String,
+    pub secret: Secret<String>,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub first_byte: Duration,
+    pub total: Duration,
+    pub stream_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(30),
+            total: Duration::from_secs(120),
+            stream_idle: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Limits {
+    pub rpm: Option<u32>,
+    pub tpm: Option<u64>,
+    pub concurrency: Option<u32>,
+    /// Waiting room when `concurrency` is reached; 0 = reject at once.
+    pub queue: u32,
+    pub queue_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Circuit {
+    pub window: Duration,
+    pub min_requests: u32,
+    pub failure_rate: f64,
+    pub consecutive_failures: u32,
+    pub latency_p95: Option<Duration>,
+    pub cooldown: Duration,
+}
+
+impl Default for Circuit {
+    fn default() -> Self {
+        Circuit {
+            window: Duration::from_secs(60),
+            min_requests: 20,
+            failure_rate: 0.25,
+            consecutive_failures: 5,
+            latency_p95: None,
+            cooldown: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Capability {
+    Tools,
+    Vision,
+    JsonSchema,
+    Streaming,
+    Embeddings,
+    Prefill,
+    Reasoning,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 7] = [
+        Capability::Tools,
+        Capability::Vision,
+        Capability::JsonSchema,
+        Capability::Streaming,
+        Capability::Embeddings,
+        Capability::Prefill,
+        Capability::Reasoning,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Tools => "tools",
+            Capability::Vision => "vision",
+            Capability::JsonSchema => "json_schema",
+            Capability::Streaming => "streaming",
+            Capability::Embeddings => "embeddings",
+            Capability::Prefill => "prefill",
+            Capability::Reasoning => "reasoning",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// A small set of capabilities (bit set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities(u16);
+
+impl Capabilities {
+    pub fn insert(&mut self, c: Capability) {
+        self.0 |= 1 << c as u16;
+    }
+    pub fn contains(self, c: Capability) -> bool {
+        self.0 & (1 << c as u16) != 0
+    }
+    pub fn contains_all(self, other: Capabilities) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub fn iter(self) -> impl Iterator<Item = Capability> {
+        Capability::ALL.into_iter().filter(move |c| self.contains(*c))
+    }
+}
+
+impl FromIterator<Capability> for Capabilities {
+    fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> Self {
+        let mut set = Capabilities::default();
+        for c in iter {
+            set.insert(c);
+        }
+        set
+    }
+}
+
+/// A deployment: one upstream model on one provider.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// `provider/model` as written in the config.
+    pub id: String,
+    pub provider: String,
+    /// The model name the upstream knows.
+    pub model: String,
+    pub context_window: Option<u32>,
+    pub max_output_tokens: Option<u32>,
+    pub capabilities: Capabilities,
+    pub pricing: Option<Pricing>,
+    pub region: Option<String>,
+}
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pricing {
+    pub input: f64,
+    pub output: f64,
+    /// Defaults to `input` when absent.
+    pub cached_input: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    Priority,
+    Weighted,
+    Latency,
+    Cost,
+    Balanced,
+}
+
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub name: String,
+    pub strategy: Strategy,
+    /// Deployment ids in config order, each with its `weighted` weight (default 1).
+    pub targets: Vec<Target>,
+    pub weights: BalancedWeights,
+    pub fallbacks: Vec<String>,
+    pub require: Capabilities,
+    pub max_cost_per_mtok: Option<f64>,
+    pub retry: Retry,
+    pub deadline: Option<Duration>,
+    pub sticky: bool,
+    pub on_context_overflow: ContextOverflow,
+    pub on_stream_interrupt: StreamInterrupt,
+    /// Scene routing: task name → preferred deployment ids (a score bonus, not a rule).
+    pub tasks: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub deployment: String,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BalancedWeights {
+    pub health: f64,
+    pub latency: f64,
+    pub cost: f64,
+}
+
+impl Default for BalancedWeights {
+    fn default() -> Self {
+        BalancedWeights { health: 0.5, latency: 0.3, cost: 0.2 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Attempts on one deployment in all (1..=6).
+    pub attempts: u32,
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry { attempts: 3, base: Duration::from_millis(500), max: Duration::from_secs(8) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextOverflow {
+    Escalate,
+    Reject,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamInterrupt {
+    Resume,
+    Error,
+}
+
+/// `task_rules:` entry: when a request's text matches, it gets `task`.
+#[derive(Debug, Clone)]
+pub struct TaskRule {
+    pub task: String,
+    /// Lower-cased keywords; any one matching is enough.
+    pub keywords: Vec<String>,
+    pub regex: Option<regex::Regex>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheBackend {
+    Memory,
+    Redis,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheWhen {
+    Deterministic,
+    Always,
+    Header,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cache {
+    pub backend: CacheBackend,
+    pub ttl: Duration,
+    pub max_entries: u64,
+    pub when: CacheWhen,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateBackend {
+    Memory,
+    Redis,
+}
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub backend: StateBackend,
+    pub redis_url: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Usage {
+    Off,
+    Sqlite { path: String },
+    Postgres { url: Secret<String> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DebugBodies {
+    Off,
+    Header,
+}
+
+#[derive(Debug, Clone)]
+pub struct Observability {
+    pub log_format: LogFormat,
+    pub log_requests: bool,
+    pub otlp_endpoint: Option<String>,
+    pub debug_bodies: DebugBodies,
+}
+
+#[derive(Debug, Clone)]
+pub struct Degraded {
+    pub enabled: bool,
+    pub message: String,
+}

@@ -1,0 +1,224 @@
+//! `server`, `cache`, `state`, `usage`, `observability`, `degraded`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::super::fields as f;
+use super::super::node::Sp;
+use super::super::raw::{
+    section, RawCache, RawConfig, RawDegraded, RawObservability, RawServer, RawState, RawUsage,
+    UsageStore,
+};
+use super::super::Diags;
+use super::{at_least_one, positive, url};
+use crate::config::fields::Fields;
+use crate::config::model::*;
+
+pub const DEGRADED_MESSAGE: &str = "The assistant is busy, please try again shortly.";
+
+/// Decodes the single-mapping sections other than `server` (read in `raw`).
+pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
+    if let Some(c) = section(d, top, "cache", &["backend", "ttl", "max_entries", "when"]) {
+        let backends = [
+            ("memory", CacheBackend::Memory),
+            ("redis", CacheBackend::Redis),
+            ("off", CacheBackend::Off),
+        ];
+        let when = [
+            ("deterministic", CacheWhen::Deterministic),
+            ("always", CacheWhen::Always),
+            ("header", CacheWhen::Header),
+        ];
+        raw.cache = RawCache {
+            backend: c.choice(d, "backend", &backends),
+            ttl: c.get(d, "ttl", f::duration),
+            max_entries: c.get(d, "max_entries", f::uint),
+            when: c.choice(d, "when", &when),
+        };
+    }
+    if let Some(s) = section(d, top, "state", &["backend", "redis_url"]) {
+        let backends = [
+            ("memory", StateBackend::Memory),
+            ("redis", StateBackend::Redis),
+        ];
+        raw.state = RawState {
+            at: s.at.clone(),
+            backend: s.choice(d, "backend", &backends),
+            redis_url: s.get(d, "redis_url", f::string),
+        };
+    }
+    if let Some(u) = section(d, top, "usage", &["store", "path", "url"]) {
+        let stores = [
+            ("sqlite", UsageStore::Sqlite),
+            ("postgres", UsageStore::Postgres),
+            ("off", UsageStore::Off),
+        ];
+        raw.usage = RawUsage {
+            at: u.at.clone(),
+            store: u.choice(d, "store", &stores),
+            path: u.get(d, "path", f::string),
+            url: u.get(d, "url", f::string),
+        };
+    }
+    let keys = [
+        "log_format",
+        "log_requests",
+        "otlp_endpoint",
+        "debug_bodies",
+    ];
+    if let Some(o) = section(d, top, "observability", &keys) {
+        raw.observability = RawObservability {
+            log_format: o.choice(
+                d,
+                "log_format",
+                &[("json", LogFormat::Json), ("pretty", LogFormat::Pretty)],
+            ),
+            log_requests: o.get(d, "log_requests", f::boolean),
+            otlp_endpoint: o.get(d, "otlp_endpoint", f::string),
+            debug_bodies: o.choice(
+                d,
+                "debug_bodies",
+                &[("off", DebugBodies::Off), ("header", DebugBodies::Header)],
+            ),
+        };
+    }
+    if let Some(g) = section(d, top, "degraded", &["enabled", "message"]) {
+        raw.degraded = RawDegraded {
+            enabled: g.get(d, "enabled", f::boolean),
+            message: g.get(d, "message", f::string),
+        };
+    }
+}
+
+pub fn server(d: &mut Diags, s: &RawServer) -> Server {
+    let addr = |d: &mut Diags, v: &Option<Sp<String>>, default: &str| -> SocketAddr {
+        let fallback = default.parse().expect("default address");
+        let Some(v) = v else { return fallback };
+        v.value.parse().unwrap_or_else(|_| {
+            d.err(
+                &v.at,
+                format!(
+                    "`{}` is not a socket address (expected host:port, e.g. {default})",
+                    v.value
+                ),
+            );
+            fallback
+        })
+    };
+    let max_body = match &s.max_body {
+        Some(v) if v.value == 0 => {
+            d.err(&v.at, "must be greater than zero");
+            0
+        }
+        Some(v) => usize::try_from(v.value).unwrap_or(usize::MAX),
+        None => 20 << 20,
+    };
+    Server {
+        listen: addr(d, &s.listen, "0.0.0.0:8080"),
+        admin_listen: addr(d, &s.admin_listen, "127.0.0.1:9090"),
+        max_body,
+        sse_keepalive: positive(d, &s.sse_keepalive, Duration::from_secs(15)),
+    }
+}
+
+pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
+    let c = &raw.cache;
+    let cache = Cache {
+        backend: c.backend.as_ref().map_or(CacheBackend::Memory, |b| b.value),
+        ttl: positive(d, &c.ttl, Duration::from_secs(300)),
+        max_entries: at_least_one(d, &c.max_entries).unwrap_or(10_000),
+        when: c
+            .when
+            .as_ref()
+            .map_or(CacheWhen::Deterministic, |w| w.value),
+    };
+    let s = &raw.state;
+    let redis_url = s
+        .redis_url
+        .as_ref()
+        .and_then(|u| url(d, u, &["redis", "rediss"]));
+    let state = State {
+        backend: s.backend.as_ref().map_or(StateBackend::Memory, |b| b.value),
+        redis_url,
+    };
+    if state.backend == StateBackend::Redis && s.redis_url.is_none() {
+        let at = s.backend.as_ref().map_or(&s.at, |b| &b.at);
+        d.err(at, "`backend: redis` needs `state.redis_url`");
+    }
+    if let Some(b) = c
+        .backend
+        .as_ref()
+        .filter(|b| b.value == CacheBackend::Redis)
+    {
+        if s.redis_url.is_none() {
+            d.err(&b.at, "`cache.backend: redis` needs `state.redis_url`");
+        }
+    }
+    let u = &raw.usage;
+    let store = u.store.as_ref().map_or(UsageStore::Sqlite, |s| s.value);
+    let misplaced = |d: &mut Diags, v: &Option<Sp<String>>, key: &str, owner: &str| {
+        if let Some(v) = v {
+            d.err(&v.at, format!("`{key}` only applies to `store: {owner}`"));
+        }
+    };
+    let usage = match store {
+        UsageStore::Off => Usage::Off,
+        UsageStore::Sqlite => {
+            misplaced(d, &u.url, "url", "postgres");
+            Usage::Sqlite {
+                path: u
+                    .path
+                    .as_ref()
+                    .map_or("switchyard.db".into(), |p| p.value.clone()),
+            }
+        }
+        UsageStore::Postgres => {
+            misplaced(d, &u.path, "path", "sqlite");
+            let url = match &u.url {
+                Some(v)
+                    if v.value.starts_with("postgres://")
+                        || v.value.starts_with("postgresql://") =>
+                {
+                    v.value.clone()
+                }
+                Some(v) => {
+                    // Not echoed: it may hold a password.
+                    d.err(&v.at, "expected a postgres://… URL");
+                    String::new()
+                }
+                None => {
+                    let at = u.store.as_ref().map_or(&u.at, |s| &s.at);
+                    d.err(at, "`store: postgres` needs `usage.url`");
+                    String::new()
+                }
+            };
+            Usage::Postgres {
+                url: crate::observe::redact::Secret::new(url),
+            }
+        }
+    };
+    (cache, state, usage)
+}
+
+pub fn observability(d: &mut Diags, o: &RawObservability) -> Observability {
+    let otlp = o.otlp_endpoint.as_ref().filter(|e| !e.value.is_empty());
+    Observability {
+        log_format: o.log_format.as_ref().map_or(LogFormat::Json, |v| v.value),
+        log_requests: o.log_requests.as_ref().is_none_or(|v| v.value),
+        otlp_endpoint: otlp.and_then(|e| url(d, e, &["http", "https"])),
+        debug_bodies: o
+            .debug_bodies
+            .as_ref()
+            .map_or(DebugBodies::Header, |v| v.value),
+    }
+}
+
+pub fn degraded(g: &RawDegraded) -> Degraded {
+    Degraded {
+        enabled: g.enabled.as_ref().is_some_and(|v| v.value),
+        message: g
+            .message
+            .as_ref()
+            .map_or(DEGRADED_MESSAGE.into(), |m| m.value.clone()),
+    }
+}

@@ -1,0 +1,30 @@
+//! FRONT DOOR: the client-facing handlers. Each handler loads the live config
+//! once, reads and checks the body, authenticates, and hands off to
+//! normalize → route → reliability; replies are rendered in `respond` (errors
+//! and JSON) and `sse_out` (streams) only.
+
+pub mod auth;
+pub mod body;
+pub mod openai;
+pub mod respond;
+pub mod sse_out;
+
+use http::HeaderMap;
+
+/// `x-request-id` if the client sent a sane one, else a fresh one.
+pub fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("req_{:032x}", rand::random::<u128>()))
+}
+
+/// The trace id of a W3C `traceparent` (`00-<trace>-<span>-<flags>`).
+pub fn trace_id(headers: &HeaderMap) -> Option<String> {
+    let tp = headers.get("traceparent")?.to_str().ok()?;
+    let mut parts = tp.split('-');
+    let (_version, trace) = (parts.next()?, parts.next()?);
+    (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit())).then(|| trace.to_owned())
+}

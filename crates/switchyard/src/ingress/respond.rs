@@ -1,0 +1,91 @@
+//! The one place that renders replies: error envelopes and the gateway's
+//! response headers. Nothing here logs (the decision log does, once).
+
+use axum::response::Response;
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, StatusCode};
+use serde::Serialize;
+
+use crate::error::GatewayError;
+
+#[derive(Serialize)]
+struct OpenAiEnvelope<'a> {
+    error: OpenAiError<'a>,
+}
+
+#[derive(Serialize)]
+struct OpenAiError<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    code: &'a str,
+    param: Option<&'a str>,
+}
+
+/// `{"error":{"message","type","code","param"}}`
+pub fn openai_error_body(e: &GatewayError) -> Vec<u8> {
+    let env = OpenAiEnvelope {
+        error: OpenAiError { message: &e.message, kind: e.code.openai_type(), code: e.code.as_str(), param: e.param.as_deref() },
+    };
+    serde_json::to_vec(&env).unwrap_or_default()
+}
+
+pub fn openai_error(e: &GatewayError, request_id: &str) -> Response {
+    let mut resp = Response::new(axum::body::Body::from(openai_error_body(e)));
+    *resp.status_mut() = e.code.status();
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    set(h, "x-request-id", request_id);
+    if let Some(d) = e.retry_after {
+        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        h.insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    }
+    resp
+}
+
+/// Headers every served answer carries (contract §3).
+pub struct ServedHeaders<'a> {
+    pub request_id: &'a str,
+    pub deployment: &'a str,
+    pub attempts: usize,
+    pub cache: &'static str,
+    pub cost_usd: Option<f64>,
+    pub fallback_reason: Option<&'a str>,
+}
+
+pub fn reply(status: StatusCode, content_type: &'static str, body: axum::body::Body, s: &ServedHeaders<'_>) -> Response {
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    set(h, "x-request-id", s.request_id);
+    set(h, "x-switchyard-deployment", s.deployment);
+    h.insert("x-switchyard-attempts", HeaderValue::from(s.attempts));
+    h.insert("x-switchyard-cache", HeaderValue::from_static(s.cache));
+    if let Some(c) = s.cost_usd {
+        set(h, "x-switchyard-cost-usd", &format!("{c:.8}"));
+    }
+    if let Some(r) = s.fallback_reason {
+        set(h, "x-switchyard-fallback-reason", r);
+    }
+    resp
+}
+
+pub fn json(body: Bytes, s: &ServedHeaders<'_>) -> Response {
+    reply(StatusCode::OK, "application/json", axum::body::Body::from(body), s)
+}
+
+fn set(h: &mut http::HeaderMap, name: &'static str, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        h.insert(name, v);
+    }
+}
+
+/// Unknown path on the client listener.
+pub async fn not_found(uri: http::Uri) -> Response {
+    let e = GatewayError::client(crate::error::ErrorCode::ModelNotFound, format!("no such endpoint: {}", uri.path()));
+    let mut resp = openai_error(&e, "");
+    resp.headers_mut().remove("x-request-id");
+    resp
+}

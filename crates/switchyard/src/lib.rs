@@ -1,0 +1,30 @@
+//! switchyard: an LLM gateway.
+//!
+//! The request path, in the order of the modules below:
+//!
+//! ```text
+//! client ─► ingress (auth, body, Live snapshot)
+//!             └► normalize (protocol crate: passthrough view or IR)
+//!                  └► route::plan (ordered candidates + reasons)
+//!                       └► reliability::execute (attempts, fallback)
+//!                            └► adapters::<protocol> ─► upstream::client ─► provider
+//!          ◄── ingress::respond / ingress::sse_out (event by event) ◄──┘
+//! ```
+//! Beside the path: `config` (YAML → validated model), `state` (the live
+//! snapshot), `observe` (decision log, redaction, logging), `admin`.
+
+pub mod ingress;
+pub mod route;
+pub mod reliability;
+pub mod adapters;
+pub mod upstream;
+
+pub mod admin;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod observe;
+pub mod server;
+pub mod state;

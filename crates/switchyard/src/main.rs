@@ -1,0 +1,54 @@
+//! The `switchyard` command: parses arguments and calls into the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "switchyard", version, about = "An LLM gateway: one OpenAI/Anthropic-compatible door in front of many providers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (the built-in demo when there is no config).
+    Serve {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a config: print every problem with file:line:column.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run the mock providers alone.
+    Mock {
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        listen: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Serve { config: None });
+    if let Command::Check { config } = &command {
+        return switchyard::cli::check(config);
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        match command {
+            Command::Serve { config } => switchyard::cli::serve(config).await,
+            Command::Mock { listen } => switchyard::cli::mock(&listen).await,
+            Command::Check { .. } => ExitCode::SUCCESS,
+        }
+    })
+}

@@ -1,0 +1,212 @@
+//! `RequestCtx` rides along a request from the door to the last stream byte
+//! and writes its decision-log line exactly once: on `finish`, or on drop when
+//! the client went away first.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use switchyard_protocol::ir::Usage;
+use tokio::time::Instant;
+
+use super::decision_log::DecisionSink;
+use crate::config::Pricing;
+use crate::error::GatewayError;
+
+#[derive(Debug, Serialize)]
+pub struct AttemptLog {
+    pub deployment: String,
+    /// `ok` or a contract §4 code.
+    pub outcome: &'static str,
+    pub status: Option<u16>,
+    pub latency_ms: f64,
+    pub ttfb_ms: Option<f64>,
+    pub resumed: bool,
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+impl AttemptLog {
+    pub fn ok(deployment: &str, latency: Duration, ttfb: Duration) -> Self {
+        AttemptLog { deployment: deployment.to_owned(), outcome: "ok", status: Some(200), latency_ms: ms(latency), ttfb_ms: Some(ms(ttfb)), resumed: false }
+    }
+
+    pub fn failed(deployment: &str, e: &GatewayError, latency: Duration) -> Self {
+        AttemptLog {
+            deployment: deployment.to_owned(),
+            outcome: e.code.as_str(),
+            status: e.upstream_status,
+            latency_ms: ms(latency),
+            ttfb_ms: None,
+            resumed: false,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct CandidateLog {
+    pub deployment: String,
+    pub role: &'static str,
+    /// Score parts (the routing issue fills these in).
+    pub score: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct TokensLog {
+    pub input: u64,
+    pub output: u64,
+    pub cached: u64,
+}
+
+/// The decision-log line (contract §6).
+#[derive(Debug, Serialize)]
+pub struct RequestCtx {
+    pub ts: String,
+    pub request_id: String,
+    pub trace_id: Option<String>,
+    pub client: Option<String>,
+    pub route: Option<String>,
+    pub model: Option<String>,
+    pub config_version: String,
+    pub input_hash: Option<String>,
+    pub candidates: Vec<CandidateLog>,
+    pub skipped: Vec<(String, &'static str)>,
+    pub selected: Option<String>,
+    pub decision_reason: Option<&'static str>,
+    pub attempts: Vec<AttemptLog>,
+    pub stream: bool,
+    pub tokens: TokensLog,
+    pub cost_usd: Option<f64>,
+    pub cache: &'static str,
+    pub fallback_reason: Option<&'static str>,
+    pub status: u16,
+    pub error: Option<&'static str>,
+    pub skipped_events: u32,
+    pub duration_ms: f64,
+    #[serde(skip)]
+    started: Instant,
+    #[serde(skip)]
+    sink: DecisionSink,
+    #[serde(skip)]
+    emitted: bool,
+}
+
+impl RequestCtx {
+    pub fn new(request_id: String, trace_id: Option<String>, config_version: String, sink: DecisionSink) -> Self {
+        RequestCtx {
+            ts: humantime_now(),
+            request_id,
+            trace_id,
+            client: None,
+            route: None,
+            model: None,
+            config_version,
+            input_hash: None,
+            candidates: Vec::new(),
+            skipped: Vec::new(),
+            selected: None,
+            decision_reason: None,
+            attempts: Vec::new(),
+            stream: false,
+            tokens: TokensLog::default(),
+            cost_usd: None,
+            cache: "off",
+            fallback_reason: None,
+            status: 0,
+            error: None,
+            skipped_events: 0,
+            duration_ms: 0.0,
+            started: Instant::now(),
+            sink,
+            emitted: false,
+        }
+    }
+
+    pub fn wants_input_hash(&self) -> bool {
+        self.sink.is_on()
+    }
+
+    /// Record usage and price it.
+    pub fn set_usage(&mut self, u: &Usage, pricing: Option<&Pricing>) {
+        self.tokens = TokensLog { input: u.input_tokens, output: u.output_tokens, cached: u.cached_input_tokens };
+        self.cost_usd = pricing.map(|p| cost_usd(u, p));
+    }
+
+    pub fn finish(&mut self, status: u16, error: Option<&GatewayError>) {
+        if self.emitted {
+            return;
+        }
+        self.emitted = true;
+        self.status = status;
+        self.error = error.map(|e| e.code.as_str());
+        self.duration_ms = ms(self.started.elapsed());
+        if self.sink.is_on() {
+            if let Ok(line) = serde_json::to_string(self) {
+                self.sink.write(line);
+            }
+        }
+    }
+}
+
+impl Drop for RequestCtx {
+    fn drop(&mut self) {
+        // The client hung up before we finished: nginx's 499.
+        self.finish(499, None);
+    }
+}
+
+/// USD for the usage under the deployment's per-million-token prices.
+pub fn cost_usd(u: &Usage, p: &Pricing) -> f64 {
+    let cached = u.cached_input_tokens.min(u.input_tokens);
+    let fresh = u.input_tokens - cached;
+    let cached_price = p.cached_input.unwrap_or(p.input);
+    (fresh as f64 * p.input + cached as f64 * cached_price + u.output_tokens as f64 * p.output) / 1e6
+}
+
+/// RFC 3339 UTC with milliseconds, without pulling in a date crate.
+fn humantime_now() -> String {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_millis()
+    )
+}
+
+/// Howard Hinnant's days→civil algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_counts_cached_tokens_at_their_price() {
+        let p = Pricing { input: 2.5, output: 10.0, cached_input: Some(1.25) };
+        let u = Usage { input_tokens: 1_000_000, cached_input_tokens: 400_000, output_tokens: 100_000, ..Usage::default() };
+        assert!((cost_usd(&u, &p) - (0.6 * 2.5 + 0.4 * 1.25 + 0.1 * 10.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_786), (2026, 11, 29));
+    }
+}

@@ -1,0 +1,7 @@
+//! OBSERVABILITY: the per-request context and its decision-log line, secret
+//! redaction, and the process's log subscriber.
+
+pub mod ctx;
+pub mod decision_log;
+pub mod logging;
+pub mod redact;

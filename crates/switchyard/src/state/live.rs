@@ -1,0 +1,87 @@
+//! `Live`: one immutable snapshot of the config plus everything derived from it
+//! (compiled URLs, HTTP clients, key lookups). Stored in an `ArcSwap`; each
+//! request loads it once at the door and keeps that `Arc` to the end, so a
+//! reload never changes the config under a request in flight.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use http::Uri;
+
+use crate::adapters::Adapter;
+use crate::config::{Config, Deployment, Provider, Route};
+use crate::upstream::{HttpClient, HttpClients};
+
+pub type SharedLive = Arc<ArcSwap<Live>>;
+
+pub struct Live {
+    pub config: Arc<Config>,
+    pub deployments: HashMap<String, Arc<DeploymentRt>>,
+    /// sha256(virtual key) → index into `config.clients`.
+    pub clients_by_key: HashMap<[u8; 32], usize>,
+}
+
+pub struct ProviderRt {
+    pub cfg: Provider,
+    pub adapter: Adapter,
+    pub http: HttpClient,
+    /// `{base_url}/chat/completions`, parsed once.
+    pub chat_url: Uri,
+}
+
+impl ProviderRt {
+    /// The key values, for redaction of upstream messages.
+    pub fn secret_refs(&self) -> Vec<&str> {
+        self.cfg.keys.iter().map(|k| k.secret.expose().as_str()).collect()
+    }
+}
+
+pub struct DeploymentRt {
+    pub cfg: Deployment,
+    pub provider: Arc<ProviderRt>,
+}
+
+/// What a request's `model` names.
+pub enum Target<'a> {
+    Route(&'a Route),
+    Deployment(&'a Arc<DeploymentRt>),
+}
+
+impl Live {
+    pub fn build(config: Config, clients: &HttpClients) -> Result<Live, String> {
+        let mut providers = HashMap::new();
+        for (id, p) in &config.providers {
+            let http = clients.get(p.timeouts.connect).map_err(|e| format!("TLS setup failed: {e}"))?;
+            let chat_url: Uri = format!("{}/chat/completions", p.base_url)
+                .parse()
+                .map_err(|e| format!("providers.{id}.base_url: {e}"))?;
+            let rt = ProviderRt { cfg: p.clone(), adapter: Adapter::for_protocol(p.protocol), http, chat_url };
+            providers.insert(id.clone(), Arc::new(rt));
+        }
+        let mut deployments = HashMap::new();
+        for (id, d) in &config.deployments {
+            let provider = providers
+                .get(&d.provider)
+                .ok_or_else(|| format!("models.{id}: unknown provider {}", d.provider))?
+                .clone();
+            deployments.insert(id.clone(), Arc::new(DeploymentRt { cfg: d.clone(), provider }));
+        }
+        let clients_by_key = config
+            .clients
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, c)| (c.key_sha256, i))
+            .collect();
+        Ok(Live { config: Arc::new(config), deployments, clients_by_key })
+    }
+
+    /// A route name first, then a deployment id.
+    pub fn resolve(&self, model: &str) -> Option<Target<'_>> {
+        if let Some(r) = self.config.routes.get(model) {
+            return Some(Target::Route(r));
+        }
+        self.deployments.get(model).map(Target::Deployment)
+    }
+}

@@ -1,0 +1,4 @@
+//! STATE: the live config snapshot (swapped atomically on reload) and, in
+//! later issues, the shared state store.
+
+pub mod live;

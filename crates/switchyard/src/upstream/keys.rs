@@ -1,0 +1,41 @@
+//! A provider's key pool: weighted choice, so keys can be rotated gradually.
+
+use rand::Rng;
+
+use crate::config::ProviderKey;
+
+/// Pick a key by weight; `None` when the provider has no keys (local servers).
+pub fn pick(keys: &[ProviderKey]) -> Option<&ProviderKey> {
+    let total: u64 = keys.iter().map(|k| u64::from(k.weight)).sum();
+    if total == 0 {
+        return keys.first();
+    }
+    let mut roll = rand::rng().random_range(0..total);
+    for k in keys {
+        let w = u64::from(k.weight);
+        if roll < w {
+            return Some(k);
+        }
+        roll -= w;
+    }
+    keys.last()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::redact::Secret;
+
+    fn key(label: &str, weight: u32) -> ProviderKey {
+        ProviderKey { label: label.into(), secret: Secret::new(label.into()), weight }
+    }
+
+    #[test]
+    fn weights_steer_the_choice() {
+        let keys = [key("a", 0), key("b", 1)];
+        for _ in 0..50 {
+            assert_eq!(pick(&keys).map(|k| k.label.as_str()), Some("b"));
+        }
+        assert!(pick(&[]).is_none());
+    }
+}

@@ -1,0 +1,8 @@
+//! UPSTREAM: the pooled HTTP client, provider key pools and the incremental
+//! reader of upstream event streams.
+
+pub mod client;
+pub mod events;
+pub mod keys;
+
+pub use client::{HttpClient, HttpClients};
