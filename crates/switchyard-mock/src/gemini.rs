@@ -1,6 +1,7 @@
 //! Gemini generateContent / streamGenerateContent?alt=sse wire format.
 
-use crate::conv::{Answer, Content, Conv};
+use crate::answer::{Answer, Content};
+use crate::conv::Conv;
 use crate::json::{gemini_compact, pretty_nl};
 use crate::render::{Ctx, Payload, Rendered, StreamOpts};
 use bytes::Bytes;

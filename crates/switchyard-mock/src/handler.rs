@@ -271,7 +271,7 @@ pub(crate) async fn handle(
             "you must provide a model parameter",
         ));
     }
-    let ans = conv::decide(proto, &conv, &b, seq);
+    let ans = crate::answer::decide(proto, &conv, &b, seq);
     let opts = StreamOpts {
         finish: b.fault != Some(Fault::NoFinish),
         terminator: !matches!(b.fault, Some(Fault::NoFinish | Fault::NoTerminator)),

@@ -114,6 +114,7 @@ macro_rules! fixture {
     };
 }
 
+mod answer;
 mod anthropic;
 mod behavior;
 mod conv;

@@ -1,6 +1,7 @@
 //! OpenAI (and Azure OpenAI) Chat Completions wire format.
 
-use crate::conv::{Answer, Content, Conv, ARG_FRAGMENT};
+use crate::answer::{Answer, Content, ARG_FRAGMENT};
+use crate::conv::Conv;
 use crate::json::{compact, pretty_nl};
 use crate::render::{Ctx, Payload, Rendered, StreamOpts};
 use crate::text;

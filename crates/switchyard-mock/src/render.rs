@@ -1,6 +1,7 @@
 //! Protocol-independent rendering types and dispatch.
 
-use crate::conv::{Answer, Conv, Proto};
+use crate::answer::Answer;
+use crate::conv::{Conv, Proto};
 use crate::{anthropic, gemini, openai};
 use bytes::Bytes;
 

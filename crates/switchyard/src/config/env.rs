@@ -26,9 +26,9 @@ pub fn expand(s: &str, env: Env) -> Result<String, Vec<ExpandError>> {
     while let Some(i) = rest.find('$') {
         out.push_str(&rest[..i]);
         let tail = &rest[i..];
-        if tail.starts_with("$${") {
+        if let Some(after) = tail.strip_prefix("$${") {
             out.push_str("${");
-            rest = &tail[3..];
+            rest = after;
             continue;
         }
         if !tail.starts_with("${") {

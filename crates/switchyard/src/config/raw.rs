@@ -11,6 +11,10 @@ use super::node::{At, Node, Sp};
 use super::Diags;
 
 type Opt<T> = Option<Sp<T>>;
+/// A small mapping of three optional numbers, with where it sits.
+pub type Trio = (At, Opt<f64>, Opt<f64>, Opt<f64>);
+/// `retry: { attempts, base, max }`, with where it sits.
+pub type RawRetry = (At, Opt<u32>, Opt<Duration>, Opt<Duration>);
 
 #[derive(Debug, Default)]
 pub struct RawConfig {
@@ -106,7 +110,7 @@ pub struct RawModel {
     pub max_output_tokens: Opt<u32>,
     pub capabilities: Vec<Sp<Capability>>,
     /// `(at, input, output, cached_input)`
-    pub pricing: Option<(At, Opt<f64>, Opt<f64>, Opt<f64>)>,
+    pub pricing: Option<Trio>,
     pub region: Opt<String>,
 }
 
@@ -116,12 +120,12 @@ pub struct RawRoute {
     pub strategy: Opt<Strategy>,
     pub targets: Opt<Vec<Sp<RawTarget>>>,
     /// `(at, health, latency, cost)`
-    pub weights: Option<(At, Opt<f64>, Opt<f64>, Opt<f64>)>,
+    pub weights: Option<Trio>,
     pub fallbacks: Vec<Sp<String>>,
     pub require: Vec<Sp<Capability>>,
     pub max_cost_per_mtok: Opt<f64>,
     /// `(at, attempts, base, max)`
-    pub retry: (At, Opt<u32>, Opt<Duration>, Opt<Duration>),
+    pub retry: RawRetry,
     pub deadline: Opt<Duration>,
     pub sticky: Opt<bool>,
     pub on_context_overflow: Opt<ContextOverflow>,

@@ -1,6 +1,8 @@
 //! Loader tests: whole configs through `load_str` with a fake environment.
 
 mod checks;
+mod references;
+mod sections;
 
 use std::time::Duration;
 

@@ -11,11 +11,10 @@
 //! health 0.5, latency 0.3, cost 0.2.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use super::super::fields::{self as f, fields, Fields};
 use super::super::node::{At, Kind, Node, Sp, Value};
-use super::super::raw::{entries, section, RawRoute, RawTarget, RawTaskRule};
+use super::super::raw::{entries, section, RawRetry, RawRoute, RawTarget, RawTaskRule};
 use super::super::Diags;
 use super::models::{capability, field_at, list};
 use super::{non_negative, positive};
@@ -293,15 +292,7 @@ fn weights(d: &mut Diags, r: &RawRoute, strategy: Strategy) -> BalancedWeights {
     w
 }
 
-fn retry(
-    d: &mut Diags,
-    (at, attempts, base, max): &(
-        At,
-        Option<Sp<u32>>,
-        Option<Sp<Duration>>,
-        Option<Sp<Duration>>,
-    ),
-) -> Retry {
+fn retry(d: &mut Diags, (at, attempts, base, max): &RawRetry) -> Retry {
     let def = Retry::default();
     let attempts = match attempts {
         Some(a) if !(1..=6).contains(&a.value) => {

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Turn bench/results/raw/*.jsonl into the Markdown report (stdlib only).
+
+Usage: report.py RAW_DIR OUT_MD
+RAW_DIR holds runs.jsonl (one load run a line), ttfb.jsonl (one TTFB run a
+line) and meta.json (environment and idle RSS), all written by run.sh.
+"""
+import json
+import os
+import statistics
+import sys
+
+TARGETS = ["direct", "nginx", "switchyard"]
+LANE_ORDER = ["c1", "c64", "c256", "s64"]
+LANE_NAME = {
+    "c1": "non-stream c=1",
+    "c64": "non-stream c=64",
+    "c256": "non-stream c=256",
+    "s64": "stream(20 chunks) c=64",
+}
+
+
+def load_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, nd=2, signed=False):
+    if x is None:
+        return "–"
+    s = f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
+    return s
+
+
+def main():
+    raw, out = sys.argv[1], sys.argv[2]
+    runs = load_jsonl(os.path.join(raw, "runs.jsonl"))
+    ttfb = load_jsonl(os.path.join(raw, "ttfb.jsonl"))
+    with open(os.path.join(raw, "meta.json")) as f:
+        meta = json.load(f)
+
+    # (target, lane) -> median of each metric over the repeats
+    agg = {}
+    for t in TARGETS:
+        for lane in LANE_ORDER:
+            rs = [r for r in runs if r["target"] == t and r["lane"] == lane]
+            if not rs:
+                continue
+            rps = [r["rps"] for r in rs]
+            agg[(t, lane)] = {
+                "n": len(rs),
+                "rps": med(rps),
+                "rps_spread": (max(rps) - min(rps)) / med(rps) * 100 if med(rps) else None,
+                "p50": med(r["p50_ms"] for r in rs),
+                "p99": med(r["p99_ms"] for r in rs),
+                "p999": med(r["p999_ms"] for r in rs),
+                "cpu": med(r.get("cpu_us_per_req") for r in rs),
+                "hwm": med(r.get("hwm_mib") for r in rs),
+                "errors": sum(r["errors"] for r in rs),
+                "ok": sum(r["ok"] for r in rs),
+            }
+    lanes = [l for l in LANE_ORDER if any((t, l) in agg for t in TARGETS)]
+
+    L = []
+    L.append("# switchyard benchmark — latest run")
+    L.append("")
+    L.append(f"- when: {meta.get('when')}; git: `{meta.get('git')}`")
+    L.append(f"- machine: {meta.get('cpu')}, {meta.get('ncpu')} CPUs; kernel {meta.get('kernel')}")
+    L.append(f"- load generator: {meta.get('loadgen')}; pinning: {meta.get('pinning')}")
+    L.append(f"- nginx: {meta.get('nginx')} (worker_processes {meta.get('nginx_workers')}, upstream keepalive 64)")
+    L.append(f"- runs: {meta.get('duration')} s measured after {meta.get('warmup')} s warm-up, "
+             f"{meta.get('repeats')} repeats interleaved (direct, nginx, switchyard per lane); medians shown")
+    L.append("")
+    L.append("## Load lanes (median of repeats)")
+    L.append("")
+    L.append("| lane | target | req/s | spread | p50 ms | p99 ms | p99.9 ms | +p50 ms | +p99 ms | CPU µs/req | peak RSS MiB | errors |")
+    L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for lane in lanes:
+        d = agg.get(("direct", lane))
+        for t in TARGETS:
+            a = agg.get((t, lane))
+            if not a:
+                continue
+            dp50 = a["p50"] - d["p50"] if d and t != "direct" else None
+            dp99 = a["p99"] - d["p99"] if d and t != "direct" else None
+            L.append(
+                f"| {LANE_NAME[lane]} | {t} | {a['rps']:.0f} | ±{a['rps_spread'] / 2:.0f}% | "
+                f"{fmt(a['p50'], 3)} | {fmt(a['p99'], 3)} | {fmt(a['p999'], 3)} | "
+                f"{fmt(dp50, 3, True)} | {fmt(dp99, 3, True)} | {fmt(a['cpu'], 1)} | {fmt(a['hwm'], 1)} | "
+                f"{a['errors']} |"
+            )
+    L.append("")
+
+    # TTFB
+    tt = {}
+    for t in TARGETS:
+        rs = [r for r in ttfb if r["target"] == t and r.get("n")]
+        if rs:
+            tt[t] = {"p50": med(r["p50_ms"] for r in rs), "p99": med(r["p99_ms"] for r in rs),
+                     "n": sum(r["n"] for r in rs), "errors": sum(r.get("errors", 0) for r in rs)}
+    if tt:
+        L.append("## Streaming time to first SSE event, c=1 (median of repeats)")
+        L.append("")
+        L.append("| target | TTFB p50 ms | TTFB p99 ms | +p50 ms | +p99 ms | requests | errors |")
+        L.append("|---|--:|--:|--:|--:|--:|--:|")
+        for t in TARGETS:
+            a = tt.get(t)
+            if not a:
+                continue
+            d = tt.get("direct")
+            dp50 = a["p50"] - d["p50"] if d and t != "direct" else None
+            dp99 = a["p99"] - d["p99"] if d and t != "direct" else None
+            L.append(f"| {t} | {a['p50']:.3f} | {a['p99']:.3f} | {fmt(dp50, 3, True)} | "
+                     f"{fmt(dp99, 3, True)} | {a['n']} | {a['errors']} |")
+        L.append("")
+
+    idle = meta.get("idle_rss_mib")
+    L.append(f"switchyard idle RSS right after startup (VmRSS): **{fmt(idle, 1)} MiB**")
+    L.append("")
+
+    # Targets
+    checks = []
+
+    def get(t, lane, k):
+        a = agg.get((t, lane))
+        return a[k] if a else None
+
+    sc, nc = get("switchyard", "c64", "cpu"), get("nginx", "c64", "cpu")
+    if sc is not None and nc:
+        r = sc / nc
+        checks.append(("CPU/request, non-stream c=64: switchyard ≤ 2× nginx",
+                       f"{sc:.1f} / {nc:.1f} µs = {r:.2f}×", r <= 2.0))
+    else:
+        checks.append(("CPU/request, non-stream c=64: switchyard ≤ 2× nginx", "lane c64 not run", None))
+
+    st, nt = get("switchyard", "c64", "rps"), get("nginx", "c64", "rps")
+    if st is not None and nt:
+        r = st / nt
+        checks.append(("Throughput, non-stream c=64: switchyard ≥ 0.75× nginx",
+                       f"{st:.0f} / {nt:.0f} req/s = {r:.2f}×", r >= 0.75))
+    else:
+        checks.append(("Throughput, non-stream c=64: switchyard ≥ 0.75× nginx", "lane c64 not run", None))
+
+    d99, n99, s99 = get("direct", "c1", "p99"), get("nginx", "c1", "p99"), get("switchyard", "c1", "p99")
+    if None not in (d99, n99, s99):
+        sa, na = s99 - d99, n99 - d99
+        # nginx's added p99 can be ~0 or negative in noise; guard the ratio.
+        ok = sa <= 1.5 * max(na, 0.0) if na > 0 else sa <= 0
+        ratio = f"{sa / na:.2f}×" if na > 0 else "n/a (nginx added ≤ 0)"
+        checks.append(("Added p99, non-stream c=1: switchyard ≤ 1.5× nginx's",
+                       f"{sa * 1000:+.0f} µs vs {na * 1000:+.0f} µs = {ratio}", ok))
+    else:
+        checks.append(("Added p99, non-stream c=1: switchyard ≤ 1.5× nginx's", "lane c1 not run", None))
+
+    if "switchyard" in tt and "direct" in tt:
+        delta = tt["switchyard"]["p50"] - tt["direct"]["p50"]
+        checks.append(("Streaming TTFB c=1: switchyard within 1 ms of direct (p50)",
+                       f"{tt['switchyard']['p50']:.3f} vs {tt['direct']['p50']:.3f} ms = {delta * 1000:+.0f} µs",
+                       delta <= 1.0))
+    else:
+        checks.append(("Streaming TTFB c=1: switchyard within 1 ms of direct (p50)", "TTFB not run", None))
+
+    if idle is not None:
+        checks.append(("Idle RSS < 50 MiB", f"{idle:.1f} MiB", idle < 50))
+
+    L.append("## Targets")
+    L.append("")
+    L.append("| target | measured | result |")
+    L.append("|---|---|---|")
+    for name, val, ok in checks:
+        res = "n/a" if ok is None else ("**PASS**" if ok else "**FAIL**")
+        L.append(f"| {name} | {val} | {res} |")
+    L.append("")
+    L.append("Columns: `+p50`/`+p99` = target's median percentile minus direct's (added latency); "
+             "`CPU µs/req` = proxy process utime+stime over the measured run / completed requests "
+             "(nginx: master + workers); `peak RSS` = VmHWM at the end of the run after resetting it "
+             "before the run (nginx: summed); `spread` = ±half the min–max range of req/s over repeats.")
+    text = "\n".join(L) + "\n"
+    with open(out, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

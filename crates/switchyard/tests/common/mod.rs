@@ -1,0 +1,117 @@
+//! Test harness: mock providers and the gateway, both in-process on ephemeral
+//! loopback ports, talking real HTTP.
+
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+
+use switchyard::config;
+use switchyard::observe::decision_log::DecisionSink;
+use switchyard::server::{self, Running};
+use switchyard_mock::MockServer;
+
+pub struct Harness {
+    pub gw: Running,
+    pub mock: MockServer,
+    pub decisions: Arc<Mutex<Vec<String>>>,
+}
+
+/// `{mock}` in the YAML is replaced by the mock's base URL. The YAML must not
+/// have a `server:` section: the harness adds one on ephemeral ports.
+pub async fn start(yaml: &str) -> Harness {
+    start_with(yaml, "").await
+}
+
+pub async fn start_with(yaml: &str, server_extra: &str) -> Harness {
+    let mock = MockServer::start("127.0.0.1:0").await.expect("mock starts");
+    let full = format!(
+        "server:\n  listen: 127.0.0.1:0\n  admin_listen: 127.0.0.1:0\n{server_extra}\n{}",
+        yaml.replace("{mock}", &mock.base_url())
+    );
+    let cfg = match config::load_str(&full, "test.yaml", &|name| match name {
+        "TEST_KEY" => Some("sk-test-secret-value-1234".into()),
+        "CLIENT_KEY" => Some("client-secret".into()),
+        _ => None,
+    }) {
+        Ok(c) => c,
+        Err(ds) => panic!("test config invalid:\n{}", ds.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")),
+    };
+    let (sink, decisions) = DecisionSink::capture();
+    let gw = server::start(cfg, server::Options { decisions: sink, config_path: None }).await.expect("gateway starts");
+    Harness { gw, mock, decisions }
+}
+
+impl Harness {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.gw.base_url())
+    }
+
+    /// Decision-log lines so far, parsed.
+    pub fn decisions(&self) -> Vec<serde_json::Value> {
+        self.decisions.lock().unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    /// Wait (briefly) for the n-th decision line: streams write theirs at the end.
+    pub async fn decision(&self, n: usize) -> serde_json::Value {
+        for _ in 0..200 {
+            if let Some(d) = self.decisions().into_iter().nth(n) {
+                return d;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("no decision line #{n}");
+    }
+
+    pub async fn post(&self, body: serde_json::Value) -> reqwest::Response {
+        reqwest::Client::new().post(self.url("/v1/chat/completions")).json(&body).send().await.unwrap()
+    }
+
+    pub async fn post_raw(&self, body: impl Into<reqwest::Body>, content_type: &str) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(self.url("/v1/chat/completions"))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// One OpenAI-protocol mock deployment behind route `chat`.
+pub const ONE_OPENAI: &str = r#"
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    keys: [{ env: TEST_KEY }]
+models:
+  - id: mock/gpt-4o-mini
+    provider: mock
+    model: gpt-4o-mini
+    capabilities: [tools, streaming]
+    pricing: { input: 1.0, output: 2.0 }
+routes:
+  chat:
+    targets: [mock/gpt-4o-mini]
+"#;
+
+pub fn user(text: &str) -> serde_json::Value {
+    serde_json::json!([{"role": "user", "content": text}])
+}
+
+/// Split an SSE body into its `data:` payloads.
+pub fn sse_data(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")).map(str::to_owned))
+        .collect()
+}
+
+/// The streamed answer text of an OpenAI SSE body.
+pub fn sse_text(body: &str) -> String {
+    sse_data(body)
+        .iter()
+        .filter(|d| d.as_str() != "[DONE]")
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+        .collect()
+}
