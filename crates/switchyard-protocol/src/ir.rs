@@ -118,7 +118,10 @@ pub enum ToolChoice {
     Required,
     Named(String),
     /// Restrict to a subset; `required` = must call one of them.
-    Allowed { names: Vec<String>, required: bool },
+    Allowed {
+        names: Vec<String>,
+        required: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -224,13 +227,30 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     /// Stream opened: ids for the client's envelope.
-    Start { id: String, model: String, created: u64 },
+    Start {
+        id: String,
+        model: String,
+        created: u64,
+    },
     TextDelta(String),
-    ReasoningDelta { text: String, signature: Option<String> },
+    ReasoningDelta {
+        text: String,
+        signature: Option<String>,
+    },
     /// `index` counts tool calls (0, 1, …), not content blocks.
-    ToolCallStart { index: u32, id: String, name: String },
-    ToolCallDelta { index: u32, arguments: String },
+    ToolCallStart {
+        index: u32,
+        id: String,
+        name: String,
+    },
+    ToolCallDelta {
+        index: u32,
+        arguments: String,
+    },
     /// Replaces any earlier usage (providers report cumulative totals).
     Usage(Usage),
-    Finish { reason: FinishReason, raw: Option<String> },
+    Finish {
+        reason: FinishReason,
+        raw: Option<String>,
+    },
 }

@@ -23,12 +23,16 @@ pub struct SseEvent {
 impl SseEvent {
     /// The data as UTF-8 text (`None` when absent or not UTF-8).
     pub fn data_str(&self) -> Option<&str> {
-        self.data.as_deref().and_then(|d| std::str::from_utf8(d).ok())
+        self.data
+            .as_deref()
+            .and_then(|d| std::str::from_utf8(d).ok())
     }
 
     /// The event name as UTF-8 text.
     pub fn event_str(&self) -> Option<&str> {
-        self.event.as_deref().and_then(|d| std::str::from_utf8(d).ok())
+        self.event
+            .as_deref()
+            .and_then(|d| std::str::from_utf8(d).ok())
     }
 
     /// True for OpenAI's `data: [DONE]` sentinel.

@@ -33,7 +33,10 @@ pub struct App {
 
 pub fn client_router(app: App) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(ingress::openai::chat_completions))
+        .route(
+            "/v1/chat/completions",
+            post(ingress::openai::chat_completions),
+        )
         .route("/v1/models", get(ingress::openai::models))
         .fallback(ingress::respond::not_found)
         .with_state(app)

@@ -56,9 +56,21 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
         },
     };
     observe::logging::init(config.observability.log_format);
-    let decisions = if config.observability.log_requests { DecisionSink::stdout() } else { DecisionSink::Off };
+    let decisions = if config.observability.log_requests {
+        DecisionSink::stdout()
+    } else {
+        DecisionSink::Off
+    };
     let json = config.observability.log_format == LogFormat::Json;
-    let running = match server::start(config, server::Options { decisions, config_path: path.clone() }).await {
+    let running = match server::start(
+        config,
+        server::Options {
+            decisions,
+            config_path: path.clone(),
+        },
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -68,10 +80,18 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
     tracing::info!(listen = %running.addr, admin = %running.admin_addr, "switchyard is listening");
     if path.is_none() {
         println!("\nswitchyard demo is up: mock OpenAI, Anthropic and Gemini providers run in this process.");
-        println!("API  {}    admin {}\n", running.base_url(), running.admin_url());
+        println!(
+            "API  {}    admin {}\n",
+            running.base_url(),
+            running.admin_url()
+        );
         println!("Try it:\n\n{}\n", demo::curl_line(&running.base_url()));
     } else if !json {
-        println!("switchyard listening on {} (admin {})", running.base_url(), running.admin_url());
+        println!(
+            "switchyard listening on {} (admin {})",
+            running.base_url(),
+            running.admin_url()
+        );
     }
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("shutting down: finishing in-flight requests");

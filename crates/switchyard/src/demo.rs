@@ -70,10 +70,16 @@ pub struct Demo {
 
 /// Start the mocks and build the demo config.
 pub async fn start(listen: &str, admin_listen: &str) -> Result<Demo, String> {
-    let mock = MockServer::start("127.0.0.1:0").await.map_err(|e| format!("cannot start the mock providers: {e}"))?;
+    let mock = MockServer::start("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot start the mock providers: {e}"))?;
     let yaml = config_yaml(&mock.base_url(), listen, admin_listen);
-    let config = config::load_str(&yaml, "<demo>", &|_| None)
-        .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))?;
+    let config = config::load_str(&yaml, "<demo>", &|_| None).map_err(|ds| {
+        ds.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
     Ok(Demo { mock, config })
 }
 

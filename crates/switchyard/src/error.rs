@@ -70,7 +70,9 @@ impl ErrorCode {
             ErrorCode::RateLimited | ErrorCode::BudgetExceeded | ErrorCode::GatewayRateLimited => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ErrorCode::UpstreamError | ErrorCode::ConnectionError => StatusCode::BAD_GATEWAY,
             ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorCode::ContextTooLong | ErrorCode::InvalidRequest | ErrorCode::ContentFiltered => {
@@ -87,7 +89,10 @@ impl ErrorCode {
     pub fn retry_same(self) -> bool {
         matches!(
             self,
-            ErrorCode::RateLimited | ErrorCode::Overloaded | ErrorCode::UpstreamError | ErrorCode::ConnectionError
+            ErrorCode::RateLimited
+                | ErrorCode::Overloaded
+                | ErrorCode::UpstreamError
+                | ErrorCode::ConnectionError
         )
     }
 
@@ -177,7 +182,10 @@ impl GatewayError {
     }
 
     pub fn invalid(param: Option<String>, message: impl Into<String>) -> Self {
-        GatewayError { param, ..Self::client(ErrorCode::InvalidRequest, message) }
+        GatewayError {
+            param,
+            ..Self::client(ErrorCode::InvalidRequest, message)
+        }
     }
 
     pub fn with_retry_after(mut self, d: Option<Duration>) -> Self {

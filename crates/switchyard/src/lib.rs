@@ -13,10 +13,10 @@
 //! Beside the path: `config` (YAML → validated model), `state` (the live
 //! snapshot), `observe` (decision log, redaction, logging), `admin`.
 
-pub mod ingress;
-pub mod route;
-pub mod reliability;
 pub mod adapters;
+pub mod ingress;
+pub mod reliability;
+pub mod route;
 pub mod upstream;
 
 pub mod admin;

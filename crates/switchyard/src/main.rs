@@ -6,7 +6,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "switchyard", version, about = "An LLM gateway: one OpenAI/Anthropic-compatible door in front of many providers")]
+#[command(
+    name = "switchyard",
+    version,
+    about = "An LLM gateway: one OpenAI/Anthropic-compatible door in front of many providers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -37,7 +41,10 @@ fn main() -> ExitCode {
     if let Command::Check { config } = &command {
         return switchyard::cli::check(config);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

@@ -53,7 +53,9 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let listen = config.server.listen;
     let admin_listen = config.server.admin_listen;
     if config.clients.is_none() {
-        tracing::warn!("no `clients:` section: the gateway is open to anyone who can reach {listen}");
+        tracing::warn!(
+            "no `clients:` section: the gateway is open to anyone who can reach {listen}"
+        );
     }
     let live = Live::build(config, &http)?;
     let app = App {
@@ -72,20 +74,34 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         serve(admin, app::admin_router(app.clone()), shutdown.clone()),
     ];
     tasks.push(sighup_reload(app.clone(), shutdown.clone()));
-    Ok(Running { addr, admin_addr, app, shutdown, tasks })
+    Ok(Running {
+        addr,
+        admin_addr,
+        app,
+        shutdown,
+        tasks,
+    })
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
-    TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
-fn serve(listener: TcpListener, router: axum::Router, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     // Nagle + delayed ACK would add ~40 ms to every small response.
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
     tokio::spawn(async move {
-        let result = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+        let result = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
         if let Err(e) = result {
             tracing::error!("listener stopped: {e}");
         }
@@ -95,7 +111,10 @@ fn serve(listener: TcpListener, router: axum::Router, stop: CancellationToken) -
 #[cfg(unix)]
 fn sighup_reload(app: App, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,

@@ -15,7 +15,9 @@ async fn error_of(resp: reqwest::Response) -> (u16, reqwest::header::HeaderMap, 
 
 fn chat(extra: Value) -> Value {
     let mut body = json!({"model": "chat", "messages": common::user("hi")});
-    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
     body
 }
 
@@ -31,7 +33,10 @@ async fn upstream_rate_limit_is_429_with_retry_after_and_the_upstream_message() 
     assert_eq!(status, 429);
     assert_eq!(body["error"]["code"], "rate_limited");
     assert_eq!(body["error"]["type"], "rate_limit_error");
-    assert!(body["error"]["message"].as_str().unwrap().starts_with("Rate limit reached for gpt-4.1"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Rate limit reached for gpt-4.1"));
     assert_eq!(headers["retry-after"], "1");
     assert!(headers.contains_key("x-request-id"));
 }
@@ -45,10 +50,18 @@ async fn upstream_error_classes_map_to_contract_codes() {
         ("openai/error_500_server_error", 502, "upstream_error"),
         ("openai/error_503_overloaded", 503, "overloaded"),
         ("azure/error_400_content_filter", 400, "content_filtered"),
-        ("deepseek/error_402_insufficient_balance", 429, "rate_limited"),
+        (
+            "deepseek/error_402_insufficient_balance",
+            429,
+            "rate_limited",
+        ),
     ] {
         let (s, _, body) = upstream_fixture(fixture).await;
-        assert_eq!((s, body["error"]["code"].as_str().unwrap()), (status, code), "{fixture}");
+        assert_eq!(
+            (s, body["error"]["code"].as_str().unwrap()),
+            (status, code),
+            "{fixture}"
+        );
     }
 }
 
@@ -72,11 +85,18 @@ async fn our_own_key_is_redacted_if_an_upstream_echoes_it() {
 #[tokio::test]
 async fn refused_connection_is_connection_error() {
     // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let yaml = common::ONE_OPENAI.replace("{mock}", &format!("http://127.0.0.1:{port}"));
     let h = common::start(&yaml).await;
     let (status, _, body) = error_of(h.post(chat(json!({}))).await).await;
-    assert_eq!((status, body["error"]["code"].as_str().unwrap()), (502, "connection_error"));
+    assert_eq!(
+        (status, body["error"]["code"].as_str().unwrap()),
+        (502, "connection_error")
+    );
 }
 
 #[tokio::test]
@@ -84,17 +104,26 @@ async fn dropped_connection_is_connection_error() {
     let h = common::start(common::ONE_OPENAI).await;
     h.mock.set_default(Behavior::fault(Fault::Drop));
     let (status, _, body) = error_of(h.post(chat(json!({}))).await).await;
-    assert_eq!((status, body["error"]["code"].as_str().unwrap()), (502, "connection_error"));
+    assert_eq!(
+        (status, body["error"]["code"].as_str().unwrap()),
+        (502, "connection_error")
+    );
 }
 
 #[tokio::test]
 async fn silent_upstream_is_timeout_within_first_byte() {
-    let yaml = common::ONE_OPENAI.replace("keys: [{ env: TEST_KEY }]", "keys: [{ env: TEST_KEY }]\n    timeouts: { first_byte: 300ms, total: 5s }");
+    let yaml = common::ONE_OPENAI.replace(
+        "keys: [{ env: TEST_KEY }]",
+        "keys: [{ env: TEST_KEY }]\n    timeouts: { first_byte: 300ms, total: 5s }",
+    );
     let h = common::start(&yaml).await;
     h.mock.set_default(Behavior::fault(Fault::Hang));
     let started = std::time::Instant::now();
     let (status, _, body) = error_of(h.post(chat(json!({}))).await).await;
-    assert_eq!((status, body["error"]["code"].as_str().unwrap()), (504, "timeout"));
+    assert_eq!(
+        (status, body["error"]["code"].as_str().unwrap()),
+        (504, "timeout")
+    );
     assert!(started.elapsed() < std::time::Duration::from_secs(3));
 }
 
@@ -103,7 +132,10 @@ async fn malformed_upstream_json_is_upstream_error() {
     let h = common::start(common::ONE_OPENAI).await;
     h.mock.set_default(Behavior::fault(Fault::MalformedJson));
     let (status, _, body) = error_of(h.post(chat(json!({}))).await).await;
-    assert_eq!((status, body["error"]["code"].as_str().unwrap()), (502, "upstream_error"));
+    assert_eq!(
+        (status, body["error"]["code"].as_str().unwrap()),
+        (502, "upstream_error")
+    );
 }
 
 #[tokio::test]
@@ -128,7 +160,10 @@ routes:
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/m");
     assert_eq!(resp.headers()["x-switchyard-attempts"], "2");
-    assert_eq!(resp.headers()["x-switchyard-fallback-reason"], "connection_error");
+    assert_eq!(
+        resp.headers()["x-switchyard-fallback-reason"],
+        "connection_error"
+    );
     let d = h.decision(0).await;
     assert_eq!(d["attempts"][0]["outcome"], "connection_error");
     assert_eq!(d["attempts"][1]["outcome"], "ok");
@@ -149,7 +184,8 @@ routes:
   chat: { targets: [mock/a, mock/b] }
 "#;
     let h = common::start(yaml).await;
-    h.mock.set_default(Behavior::fixture("openai/error_400_invalid_request"));
+    h.mock
+        .set_default(Behavior::fixture("openai/error_400_invalid_request"));
     let (status, _, _) = error_of(h.post(chat(json!({}))).await).await;
     assert_eq!(status, 400);
     assert_eq!(h.mock.request_count(), 1);
@@ -169,9 +205,15 @@ routes:
   chat: { targets: [mock/a, mock/b] }
 "#;
     let h = common::start(yaml).await;
-    h.mock.script(vec![Behavior::fixture("openai/error_503_overloaded"), Behavior::fixture("openai/error_500_server_error")]);
+    h.mock.script(vec![
+        Behavior::fixture("openai/error_503_overloaded"),
+        Behavior::fixture("openai/error_500_server_error"),
+    ]);
     let (status, _, body) = error_of(h.post(chat(json!({}))).await).await;
-    assert_eq!((status, body["error"]["code"].as_str().unwrap()), (503, "no_healthy_deployment"));
+    assert_eq!(
+        (status, body["error"]["code"].as_str().unwrap()),
+        (503, "no_healthy_deployment")
+    );
 }
 
 // === bad input ===
@@ -180,16 +222,71 @@ routes:
 async fn bad_input_gets_precise_4xx() {
     let h = common::start_with(common::ONE_OPENAI, "  max_body: 2KiB").await;
     let cases: Vec<(reqwest::Response, u16, &str, Option<&str>)> = vec![
-        (h.post_raw("{\"model\": \"chat\", ", "application/json").await, 400, "invalid_request", None),
-        (h.post_raw("[1,2]", "application/json").await, 400, "invalid_request", None),
-        (h.post(json!({"model": "chat"})).await, 400, "invalid_request", Some("messages")),
-        (h.post(json!({"messages": common::user("x")})).await, 400, "invalid_request", Some("model")),
-        (h.post(json!({"model": 5, "messages": common::user("x")})).await, 400, "invalid_request", Some("model")),
-        (h.post(chat(json!({"temperature": "warm"}))).await, 400, "invalid_request", Some("temperature")),
-        (h.post(json!({"model": "chat", "messages": [{"role": "user"}]})).await, 400, "invalid_request", Some("messages[0]")),
-        (h.post(json!({"model": "nope", "messages": common::user("x")})).await, 404, "model_not_found", None),
-        (h.post_raw(vec![b'{', 0xff, 0xfe, b'}'], "application/json").await, 400, "invalid_request", None),
-        (h.post(chat(json!({"pad": "x".repeat(4096)}))).await, 413, "payload_too_large", None),
+        (
+            h.post_raw("{\"model\": \"chat\", ", "application/json")
+                .await,
+            400,
+            "invalid_request",
+            None,
+        ),
+        (
+            h.post_raw("[1,2]", "application/json").await,
+            400,
+            "invalid_request",
+            None,
+        ),
+        (
+            h.post(json!({"model": "chat"})).await,
+            400,
+            "invalid_request",
+            Some("messages"),
+        ),
+        (
+            h.post(json!({"messages": common::user("x")})).await,
+            400,
+            "invalid_request",
+            Some("model"),
+        ),
+        (
+            h.post(json!({"model": 5, "messages": common::user("x")}))
+                .await,
+            400,
+            "invalid_request",
+            Some("model"),
+        ),
+        (
+            h.post(chat(json!({"temperature": "warm"}))).await,
+            400,
+            "invalid_request",
+            Some("temperature"),
+        ),
+        (
+            h.post(json!({"model": "chat", "messages": [{"role": "user"}]}))
+                .await,
+            400,
+            "invalid_request",
+            Some("messages[0]"),
+        ),
+        (
+            h.post(json!({"model": "nope", "messages": common::user("x")}))
+                .await,
+            404,
+            "model_not_found",
+            None,
+        ),
+        (
+            h.post_raw(vec![b'{', 0xff, 0xfe, b'}'], "application/json")
+                .await,
+            400,
+            "invalid_request",
+            None,
+        ),
+        (
+            h.post(chat(json!({"pad": "x".repeat(4096)}))).await,
+            413,
+            "payload_too_large",
+            None,
+        ),
     ];
     for (i, (resp, status, code, param)) in cases.into_iter().enumerate() {
         let (s, _, body) = error_of(resp).await;
@@ -208,7 +305,10 @@ async fn unknown_path_is_enveloped_404() {
     let resp = reqwest::get(h.url("/v1/nothing")).await.unwrap();
     let (status, _, body) = error_of(resp).await;
     assert_eq!(status, 404);
-    assert!(body["error"]["message"].as_str().unwrap().contains("/v1/nothing"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("/v1/nothing"));
 }
 
 // === virtual keys ===
@@ -234,19 +334,33 @@ async fn virtual_keys_authenticate_and_authorize() {
     let h = common::start(WITH_CLIENTS).await;
     let http = reqwest::Client::new();
     let send = |key: Option<&str>, model: &str| {
-        let mut r = http.post(h.url("/v1/chat/completions")).json(&json!({"model": model, "messages": common::user("x")}));
+        let mut r = http
+            .post(h.url("/v1/chat/completions"))
+            .json(&json!({"model": model, "messages": common::user("x")}));
         if let Some(k) = key {
             r = r.bearer_auth(k);
         }
         r.send()
     };
     let (s, _, b) = error_of(send(None, "chat").await.unwrap()).await;
-    assert_eq!((s, b["error"]["code"].as_str().unwrap()), (401, "auth_failed"));
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (401, "auth_failed")
+    );
     let (s, _, b) = error_of(send(Some("wrong"), "chat").await.unwrap()).await;
-    assert_eq!((s, b["error"]["code"].as_str().unwrap()), (401, "auth_failed"));
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (401, "auth_failed")
+    );
     let (s, _, b) = error_of(send(Some("client-secret"), "other").await.unwrap()).await;
-    assert_eq!((s, b["error"]["code"].as_str().unwrap()), (403, "forbidden"));
-    assert_eq!(send(Some("client-secret"), "chat").await.unwrap().status(), 200);
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (403, "forbidden")
+    );
+    assert_eq!(
+        send(Some("client-secret"), "chat").await.unwrap().status(),
+        200
+    );
     // x-api-key works too.
     let ok = http
         .post(h.url("/v1/chat/completions"))
@@ -257,30 +371,64 @@ async fn virtual_keys_authenticate_and_authorize() {
         .unwrap();
     assert_eq!(ok.status(), 200);
     // /v1/models lists only what this client may use.
-    let list: Value = http.get(h.url("/v1/models")).bearer_auth("client-secret").send().await.unwrap().json().await.unwrap();
-    let ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let list: Value = http
+        .get(h.url("/v1/models"))
+        .bearer_auth("client-secret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["chat"]);
     let d = h.decision(3).await;
     assert_eq!(d["client"], "support-bot");
-    assert!(!h.decisions.lock().unwrap().join("\n").contains("client-secret"));
+    assert!(!h
+        .decisions
+        .lock()
+        .unwrap()
+        .join("\n")
+        .contains("client-secret"));
 }
 
 #[tokio::test]
 async fn models_lists_routes_then_deployments() {
     let h = common::start(common::ONE_OPENAI).await;
-    let list: Value = reqwest::get(h.url("/v1/models")).await.unwrap().json().await.unwrap();
+    let list: Value = reqwest::get(h.url("/v1/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(list["object"], "list");
-    let ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["chat", "mock/gpt-4o-mini"]);
 }
 
 #[tokio::test]
 async fn deployment_ids_are_models_too_and_admin_health_answers() {
     let h = common::start(common::ONE_OPENAI).await;
-    let resp = h.post(json!({"model": "mock/gpt-4o-mini", "messages": common::user("x")})).await;
+    let resp = h
+        .post(json!({"model": "mock/gpt-4o-mini", "messages": common::user("x")}))
+        .await;
     assert_eq!(resp.status(), 200);
-    let health = reqwest::get(format!("{}/healthz", h.gw.admin_url())).await.unwrap();
+    let health = reqwest::get(format!("{}/healthz", h.gw.admin_url()))
+        .await
+        .unwrap();
     assert_eq!(health.text().await.unwrap(), "ok");
-    let ready = reqwest::get(format!("{}/readyz", h.gw.admin_url())).await.unwrap();
+    let ready = reqwest::get(format!("{}/readyz", h.gw.admin_url()))
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 200);
 }

@@ -10,7 +10,11 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 fn client(h: &common::Harness) -> Client<OpenAIConfig> {
-    Client::with_config(OpenAIConfig::new().with_api_base(h.url("/v1")).with_api_key("unused"))
+    Client::with_config(
+        OpenAIConfig::new()
+            .with_api_base(h.url("/v1"))
+            .with_api_key("unused"),
+    )
 }
 
 fn request(v: serde_json::Value) -> CreateChatCompletionRequest {
@@ -22,10 +26,15 @@ async fn non_stream_round_trip_with_usage_and_upstream_model() {
     let h = common::start(common::ONE_OPENAI).await;
     let resp = client(&h)
         .chat()
-        .create(request(json!({"model": "chat", "messages": common::user("Hello")})))
+        .create(request(
+            json!({"model": "chat", "messages": common::user("Hello")}),
+        ))
         .await
         .unwrap();
-    assert_eq!(resp.choices[0].message.content.as_deref(), Some("Hello from the mock openai provider."));
+    assert_eq!(
+        resp.choices[0].message.content.as_deref(),
+        Some("Hello from the mock openai provider.")
+    );
     // The upstream's own model, never the route alias.
     assert_eq!(resp.model, "gpt-4o-mini");
     let usage = resp.usage.unwrap();
@@ -34,14 +43,18 @@ async fn non_stream_round_trip_with_usage_and_upstream_model() {
     // The upstream got the deployment's model and the provider key.
     let sent = &h.mock.requests()[0];
     assert_eq!(sent.json.as_ref().unwrap()["model"], "gpt-4o-mini");
-    assert_eq!(sent.header("authorization"), Some("Bearer sk-test-secret-value-1234"));
+    assert_eq!(
+        sent.header("authorization"),
+        Some("Bearer sk-test-secret-value-1234")
+    );
 }
 
 #[tokio::test]
 async fn stream_round_trip_text_and_usage() {
     let h = common::start(common::ONE_OPENAI).await;
     // The typed client drops unknown body fields, so script the mock directly.
-    h.mock.set_default(switchyard_mock::Behavior::default().chunks(12));
+    h.mock
+        .set_default(switchyard_mock::Behavior::default().chunks(12));
     let mut stream = client(&h)
         .chat()
         .create_stream(request(json!({
@@ -67,8 +80,16 @@ async fn stream_round_trip_text_and_usage() {
         }
     }
     assert_eq!(text.split_whitespace().count(), 12);
-    assert!(chunks >= 14, "role chunk + 12 text chunks + finish: got {chunks}");
-    assert_eq!(usage.expect("usage chunk forwarded when asked").completion_tokens, 12);
+    assert!(
+        chunks >= 14,
+        "role chunk + 12 text chunks + finish: got {chunks}"
+    );
+    assert_eq!(
+        usage
+            .expect("usage chunk forwarded when asked")
+            .completion_tokens,
+        12
+    );
     let d = h.decision(0).await;
     assert_eq!(d["stream"], true);
     assert_eq!(d["tokens"]["output"], 12);
@@ -87,7 +108,9 @@ async fn tool_call_loop_passes_tools_and_results_through() {
     }]);
     let first = client(&h)
         .chat()
-        .create(request(json!({"model": "chat", "messages": common::user("Weather in Paris?"), "tools": tools})))
+        .create(request(
+            json!({"model": "chat", "messages": common::user("Weather in Paris?"), "tools": tools}),
+        ))
         .await
         .unwrap();
     let msg = &first.choices[0].message;
@@ -115,7 +138,10 @@ async fn tool_call_loop_passes_tools_and_results_through() {
         })))
         .await
         .unwrap();
-    assert_eq!(second.choices[0].message.content.as_deref(), Some("Tool result received: 18C and sunny"));
+    assert_eq!(
+        second.choices[0].message.content.as_deref(),
+        Some("Tool result received: 18C and sunny")
+    );
 }
 
 #[tokio::test]

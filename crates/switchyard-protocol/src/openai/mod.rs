@@ -13,8 +13,8 @@ mod wire;
 
 pub use request::{parse_request, FieldError, RequestView, UpstreamEdits};
 pub use response::{
-    encode_chunk, encode_response, peek_chunk, peek_response, ChunkEnvelope, ChunkPeek, ResponsePeek,
-    StreamTranslator,
+    encode_chunk, encode_response, peek_chunk, peek_response, ChunkEnvelope, ChunkPeek,
+    ResponsePeek, StreamTranslator,
 };
 pub use wire::*;
 

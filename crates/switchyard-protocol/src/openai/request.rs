@@ -28,7 +28,10 @@ pub struct FieldError {
 
 impl FieldError {
     fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError { param: Some(param.into()), message: message.into() }
+        FieldError {
+            param: Some(param.into()),
+            message: message.into(),
+        }
     }
 }
 
@@ -80,7 +83,9 @@ pub fn parse_request(body: &str) -> Result<RequestView<'_>, FieldError> {
             }
             "stop" => typed.stop = parse_stop(raw)?,
             "seed" => typed.seed = field(raw, "seed")?,
-            "tools" => typed.tools = field::<Option<Vec<WireTool>>>(raw, "tools")?.unwrap_or_default(),
+            "tools" => {
+                typed.tools = field::<Option<Vec<WireTool>>>(raw, "tools")?.unwrap_or_default()
+            }
             "tool_choice" => typed.tool_choice = field(raw, "tool_choice")?,
             "parallel_tool_calls" => typed.parallel_tool_calls = field(raw, "parallel_tool_calls")?,
             "response_format" => typed.response_format = field(raw, "response_format")?,
@@ -153,9 +158,10 @@ fn strip_position(e: &serde_json::Error) -> String {
 fn range(raw: &RawValue, param: &str, lo: f64, hi: f64) -> Result<Option<f64>, FieldError> {
     let v: Option<f64> = field(raw, param)?;
     match v {
-        Some(x) if !(lo..=hi).contains(&x) => {
-            Err(FieldError::new(param, format!("must be between {lo} and {hi}, got {x}")))
-        }
+        Some(x) if !(lo..=hi).contains(&x) => Err(FieldError::new(
+            param,
+            format!("must be between {lo} and {hi}, got {x}"),
+        )),
         _ => Ok(v),
     }
 }
@@ -180,7 +186,10 @@ fn parse_stop(raw: &RawValue) -> Result<Vec<String>, FieldError> {
         Ok(Some(Stop::One(s))) => Ok(vec![s]),
         Ok(Some(Stop::Many(v))) if v.len() <= 4 => Ok(v),
         Ok(Some(Stop::Many(_))) => Err(FieldError::new("stop", "at most 4 stop sequences")),
-        Err(_) => Err(FieldError::new("stop", "must be a string or an array of strings")),
+        Err(_) => Err(FieldError::new(
+            "stop",
+            "must be a string or an array of strings",
+        )),
     }
 }
 
@@ -188,7 +197,10 @@ fn parse_messages(raw: &RawValue) -> Result<Vec<WireMessage<'_>>, FieldError> {
     let items: Vec<&RawValue> = field(raw, "messages")
         .map_err(|_| FieldError::new("messages", "must be an array of message objects"))?;
     if items.is_empty() {
-        return Err(FieldError::new("messages", "must contain at least one message"));
+        return Err(FieldError::new(
+            "messages",
+            "must contain at least one message",
+        ));
     }
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
@@ -210,12 +222,16 @@ fn message_error(e: &serde_json::Error) -> String {
 
 fn check_message(m: &WireMessage, param: &str) -> Result<(), FieldError> {
     match m.role {
-        WireRole::Tool if m.tool_call_id.is_none() => {
-            Err(FieldError::new(param, "a `tool` message needs `tool_call_id`"))
-        }
+        WireRole::Tool if m.tool_call_id.is_none() => Err(FieldError::new(
+            param,
+            "a `tool` message needs `tool_call_id`",
+        )),
         WireRole::Assistant => {
             if m.content.is_none() && m.tool_calls.is_none() && m.refusal.is_none() {
-                return Err(FieldError::new(param, "an assistant message needs `content` or `tool_calls`"));
+                return Err(FieldError::new(
+                    param,
+                    "an assistant message needs `content` or `tool_calls`",
+                ));
             }
             Ok(())
         }
@@ -229,9 +245,11 @@ fn check_message(m: &WireMessage, param: &str) -> Result<(), FieldError> {
 fn check_tool_choice(t: &ChatCompletionRequest) -> Result<(), FieldError> {
     let named = match &t.tool_choice {
         Some(WireToolChoice::Function { function, .. }) => vec![function.name.as_str()],
-        Some(WireToolChoice::Allowed { allowed_tools, .. }) => {
-            allowed_tools.tools.iter().map(|t| t.function.name.as_str()).collect()
-        }
+        Some(WireToolChoice::Allowed { allowed_tools, .. }) => allowed_tools
+            .tools
+            .iter()
+            .map(|t| t.function.name.as_str())
+            .collect(),
         Some(WireToolChoice::Mode(ToolChoiceMode::Required)) if t.tools.is_empty() => {
             return Err(FieldError::new("tool_choice", "`required` needs `tools`"));
         }
@@ -239,7 +257,10 @@ fn check_tool_choice(t: &ChatCompletionRequest) -> Result<(), FieldError> {
     };
     for name in named {
         if !t.tools.iter().any(|tool| tool.function.name == name) {
-            return Err(FieldError::new("tool_choice", format!("names unknown tool `{name}`")));
+            return Err(FieldError::new(
+                "tool_choice",
+                format!("names unknown tool `{name}`"),
+            ));
         }
     }
     Ok(())
@@ -248,14 +269,19 @@ fn check_tool_choice(t: &ChatCompletionRequest) -> Result<(), FieldError> {
 fn check_response_format(t: &ChatCompletionRequest) -> Result<(), FieldError> {
     match &t.response_format {
         Some(f) if f.kind == ResponseFormatKind::JsonSchema && f.json_schema.is_none() => {
-            Err(FieldError::new("response_format", "`json_schema` type needs a `json_schema` object"))
+            Err(FieldError::new(
+                "response_format",
+                "`json_schema` type needs a `json_schema` object",
+            ))
         }
         _ => Ok(()),
     }
 }
 
 fn check_parts(m: &WireMessage, param: &str) -> Result<(), FieldError> {
-    let Some(WireContent::Parts(parts)) = &m.content else { return Ok(()) };
+    let Some(WireContent::Parts(parts)) = &m.content else {
+        return Ok(());
+    };
     for (j, p) in parts.iter().enumerate() {
         let bad = match p.kind {
             PartKind::Text => p.text.is_none(),
@@ -263,7 +289,10 @@ fn check_parts(m: &WireMessage, param: &str) -> Result<(), FieldError> {
             _ => false,
         };
         if bad {
-            return Err(FieldError::new(format!("{param}.content[{j}]"), "content part is missing its payload"));
+            return Err(FieldError::new(
+                format!("{param}.content[{j}]"),
+                "content part is missing its payload",
+            ));
         }
     }
     Ok(())
@@ -288,10 +317,20 @@ impl RequestView<'_> {
     /// `provider_options` (unwrapped into top-level fields) and provider options.
     pub fn write_upstream(&self, edits: &UpstreamEdits) -> Vec<u8> {
         let extra_len = 64 + edits.model.map_or(0, str::len);
-        let mut out = Vec::with_capacity(self.fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + extra_len);
+        let mut out = Vec::with_capacity(
+            self.fields
+                .iter()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum::<usize>()
+                + extra_len,
+        );
         let overridden = |k: &str| -> bool {
             edits.options.is_some_and(|o| o.contains_key(k))
-                || self.typed.provider_options.as_ref().is_some_and(|o| o.contains_key(k))
+                || self
+                    .typed
+                    .provider_options
+                    .as_ref()
+                    .is_some_and(|o| o.contains_key(k))
         };
         out.push(b'{');
         let mut first = true;
@@ -327,7 +366,12 @@ impl RequestView<'_> {
             out.extend_from_slice(br#""stream_options":{"include_usage":true}"#);
         }
         let provider_wins = |k: &String| edits.options.is_some_and(|o| o.contains_key(k));
-        let client_opts = self.typed.provider_options.iter().flatten().filter(|(k, _)| !provider_wins(k));
+        let client_opts = self
+            .typed
+            .provider_options
+            .iter()
+            .flatten()
+            .filter(|(k, _)| !provider_wins(k));
         for (k, v) in client_opts.chain(edits.options.into_iter().flatten()) {
             sep(&mut out);
             write_json_str(&mut out, k);

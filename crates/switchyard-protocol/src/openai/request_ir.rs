@@ -21,10 +21,10 @@ pub(super) fn to_ir(t: &ChatCompletionRequest) -> ir::ChatRequest {
         seed: t.seed,
         presence_penalty: t.presence_penalty,
         frequency_penalty: t.frequency_penalty,
-        reasoning: t
-            .reasoning_effort
-            .as_ref()
-            .map(|e| ir::ReasoningConfig { effort: Some(e.clone()), budget_tokens: None }),
+        reasoning: t.reasoning_effort.as_ref().map(|e| ir::ReasoningConfig {
+            effort: Some(e.clone()),
+            budget_tokens: None,
+        }),
         user: t.user.clone(),
         stream: t.stream,
         include_usage: t.include_usage,
@@ -42,11 +42,16 @@ fn message(m: &WireMessage) -> Message {
     let mut content = Vec::new();
     if let Some(r) = &m.reasoning_content {
         if !r.is_empty() {
-            content.push(ContentPart::Reasoning { text: r.to_string(), signature: None });
+            content.push(ContentPart::Reasoning {
+                text: r.to_string(),
+                signature: None,
+            });
         }
     }
     match &m.content {
-        Some(WireContent::Text(t)) if !t.is_empty() => content.push(ContentPart::Text(t.to_string())),
+        Some(WireContent::Text(t)) if !t.is_empty() => {
+            content.push(ContentPart::Text(t.to_string()))
+        }
         Some(WireContent::Parts(parts)) => content.extend(parts.iter().filter_map(part)),
         _ => {}
     }
@@ -76,7 +81,9 @@ fn message(m: &WireMessage) -> Message {
 
 fn part(p: &WirePart) -> Option<ContentPart> {
     match p.kind {
-        PartKind::Text => Some(ContentPart::Text(p.text.as_deref().unwrap_or_default().to_owned())),
+        PartKind::Text => Some(ContentPart::Text(
+            p.text.as_deref().unwrap_or_default().to_owned(),
+        )),
         PartKind::ImageUrl => p.image_url.as_ref().map(|i| ContentPart::Image {
             source: image_source(&i.url),
             detail: i.detail.clone(),
@@ -90,7 +97,10 @@ pub fn image_source(url: &str) -> ImageSource {
     if let Some(rest) = url.strip_prefix("data:") {
         if let Some((meta, data)) = rest.split_once(',') {
             if let Some(media_type) = meta.strip_suffix(";base64") {
-                return ImageSource::Base64 { media_type: media_type.to_owned(), data: data.to_owned() };
+                return ImageSource::Base64 {
+                    media_type: media_type.to_owned(),
+                    data: data.to_owned(),
+                };
             }
         }
     }
@@ -117,7 +127,11 @@ fn tool_choice(c: &WireToolChoice) -> ir::ToolChoice {
         WireToolChoice::Mode(ToolChoiceMode::Required) => ir::ToolChoice::Required,
         WireToolChoice::Function { function, .. } => ir::ToolChoice::Named(function.name.clone()),
         WireToolChoice::Allowed { allowed_tools, .. } => ir::ToolChoice::Allowed {
-            names: allowed_tools.tools.iter().map(|t| t.function.name.clone()).collect(),
+            names: allowed_tools
+                .tools
+                .iter()
+                .map(|t| t.function.name.clone())
+                .collect(),
             required: allowed_tools.mode == ToolChoiceMode::Required,
         },
     }

@@ -113,7 +113,12 @@ impl ResponsePeek<'_> {
                 .flatten()
                 .map(|c| ir::ToolCall {
                     id: c.id.as_deref().unwrap_or_default().to_owned(),
-                    name: c.function.as_ref().and_then(|f| f.name.as_deref()).unwrap_or_default().to_owned(),
+                    name: c
+                        .function
+                        .as_ref()
+                        .and_then(|f| f.name.as_deref())
+                        .unwrap_or_default()
+                        .to_owned(),
                     arguments: c
                         .function
                         .as_ref()
@@ -123,9 +128,15 @@ impl ResponsePeek<'_> {
                 })
                 .collect(),
             refusal: msg.and_then(|m| m.refusal.as_deref()).map(str::to_owned),
-            finish_reason: raw_finish.map(FinishReason::from_openai).unwrap_or_default(),
+            finish_reason: raw_finish
+                .map(FinishReason::from_openai)
+                .unwrap_or_default(),
             raw_finish_reason: raw_finish.map(str::to_owned),
-            usage: self.usage.as_ref().map(WireUsage::to_ir).unwrap_or_default(),
+            usage: self
+                .usage
+                .as_ref()
+                .map(WireUsage::to_ir)
+                .unwrap_or_default(),
         }
     }
 }
@@ -199,7 +210,10 @@ pub fn encode_response(r: &ir::ChatResponse) -> Vec<u8> {
                         index: None,
                         id: Some(&c.id),
                         kind: Some("function"),
-                        function: OutFunction { name: Some(&c.name), arguments: &c.arguments },
+                        function: OutFunction {
+                            name: Some(&c.name),
+                            arguments: &c.arguments,
+                        },
                     })
                     .collect(),
                 refusal: r.refusal.as_deref(),
@@ -269,13 +283,19 @@ pub fn encode_chunk(env: &ChunkEnvelope, ev: &StreamEvent) -> Vec<u8> {
             index: Some(*index),
             id: Some(id),
             kind: Some("function"),
-            function: OutFunction { name: Some(name), arguments: "" },
+            function: OutFunction {
+                name: Some(name),
+                arguments: "",
+            },
         }),
         StreamEvent::ToolCallDelta { index, arguments } => delta.tool_calls.push(OutToolCall {
             index: Some(*index),
             id: None,
             kind: None,
-            function: OutFunction { name: None, arguments },
+            function: OutFunction {
+                name: None,
+                arguments,
+            },
         }),
         StreamEvent::Usage(u) => {
             usage = Some(WireUsage::from_ir(u));
@@ -289,7 +309,12 @@ pub fn encode_chunk(env: &ChunkEnvelope, ev: &StreamEvent) -> Vec<u8> {
         created: env.created,
         model: &env.model,
         choices: if choices {
-            vec![OutChunkChoice { index: 0, delta, logprobs: None, finish_reason: finish }]
+            vec![OutChunkChoice {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason: finish,
+            }]
         } else {
             Vec::new()
         },
@@ -338,7 +363,10 @@ impl StreamTranslator {
     fn delta(&mut self, d: &PeekMessage, out: &mut Vec<StreamEvent>) {
         if let Some(r) = d.reasoning_content.as_deref().or(d.reasoning.as_deref()) {
             if !r.is_empty() {
-                out.push(StreamEvent::ReasoningDelta { text: r.to_owned(), signature: None });
+                out.push(StreamEvent::ReasoningDelta {
+                    text: r.to_owned(),
+                    signature: None,
+                });
             }
         }
         for t in [&d.content, &d.refusal].into_iter().flatten() {
@@ -356,13 +384,24 @@ impl StreamTranslator {
             if self.tool_ids[slot].is_none() {
                 if let Some(id) = fresh_id {
                     self.tool_ids[slot] = Some(id.to_owned());
-                    let name = call.function.as_ref().and_then(|f| f.name.as_deref()).unwrap_or_default();
-                    out.push(StreamEvent::ToolCallStart { index, id: id.to_owned(), name: name.to_owned() });
+                    let name = call
+                        .function
+                        .as_ref()
+                        .and_then(|f| f.name.as_deref())
+                        .unwrap_or_default();
+                    out.push(StreamEvent::ToolCallStart {
+                        index,
+                        id: id.to_owned(),
+                        name: name.to_owned(),
+                    });
                 }
             }
             if let Some(args) = call.function.as_ref().and_then(|f| f.arguments.as_deref()) {
                 if !args.is_empty() {
-                    out.push(StreamEvent::ToolCallDelta { index, arguments: args.to_owned() });
+                    out.push(StreamEvent::ToolCallDelta {
+                        index,
+                        arguments: args.to_owned(),
+                    });
                 }
             }
         }

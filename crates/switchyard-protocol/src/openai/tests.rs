@@ -29,9 +29,20 @@ fn every_openai_request_fixture_parses() {
 fn tool_result_fixture_reaches_the_ir() {
     let body = fixture("openai/chat_tool_result.request.json");
     let ir = parse_request(&body).unwrap().to_ir();
-    let asst = ir.messages.iter().find(|m| !m.tool_calls.is_empty()).unwrap();
-    let tool = ir.messages.iter().find(|m| m.role == ir::Role::Tool).unwrap();
-    assert_eq!(tool.tool_call_id.as_deref(), Some(asst.tool_calls[0].id.as_str()));
+    let asst = ir
+        .messages
+        .iter()
+        .find(|m| !m.tool_calls.is_empty())
+        .unwrap();
+    let tool = ir
+        .messages
+        .iter()
+        .find(|m| m.role == ir::Role::Tool)
+        .unwrap();
+    assert_eq!(
+        tool.tool_call_id.as_deref(),
+        Some(asst.tool_calls[0].id.as_str())
+    );
 }
 
 #[test]
@@ -52,39 +63,72 @@ fn err(body: &str) -> FieldError {
 
 #[test]
 fn bad_inputs_name_the_offending_param() {
-    assert_eq!(err(r#"{"messages":[{"role":"user","content":"x"}]}"#).param.as_deref(), Some("model"));
+    assert_eq!(
+        err(r#"{"messages":[{"role":"user","content":"x"}]}"#)
+            .param
+            .as_deref(),
+        Some("model")
+    );
     assert_eq!(err(r#"{"model":"m"}"#).param.as_deref(), Some("messages"));
-    assert_eq!(err(r#"{"model":"m","messages":[]}"#).param.as_deref(), Some("messages"));
-    assert_eq!(err(r#"{"model":"m","messages":"hi"}"#).param.as_deref(), Some("messages"));
-    let e = err(r#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"robot","content":"y"}]}"#);
+    assert_eq!(
+        err(r#"{"model":"m","messages":[]}"#).param.as_deref(),
+        Some("messages")
+    );
+    assert_eq!(
+        err(r#"{"model":"m","messages":"hi"}"#).param.as_deref(),
+        Some("messages")
+    );
+    let e = err(
+        r#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"robot","content":"y"}]}"#,
+    );
     assert_eq!(e.param.as_deref(), Some("messages[1]"));
     assert!(e.message.contains("robot"), "{}", e.message);
     let e = err(r#"{"model":"m","messages":[{"role":"user","content":5}]}"#);
     assert_eq!(e.param.as_deref(), Some("messages[0]"));
     assert!(e.message.contains("content"), "{}", e.message);
     assert_eq!(
-        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"}"#).param.as_deref(),
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"}"#)
+            .param
+            .as_deref(),
         Some("temperature")
     );
     assert_eq!(
-        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3}"#).param.as_deref(),
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3}"#)
+            .param
+            .as_deref(),
         Some("temperature")
     );
     assert_eq!(
-        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"}"#).param.as_deref(),
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"}"#)
+            .param
+            .as_deref(),
         Some("stream")
     );
-    assert_eq!(err(r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#).param.as_deref(), Some("messages[0]"));
     assert_eq!(
-        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}"#).param.as_deref(),
+        err(r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#)
+            .param
+            .as_deref(),
+        Some("messages[0]")
+    );
+    assert_eq!(
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}"#)
+            .param
+            .as_deref(),
         Some("n")
     );
     assert_eq!(
-        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}"#).param.as_deref(),
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}"#)
+            .param
+            .as_deref(),
         Some("tool_choice")
     );
     // Not JSON, not an object, trailing garbage, duplicate keys.
-    for body in ["{", "[1]", r#"{"model":"m"} x"#, r#"{"model":"a","model":"b"}"#] {
+    for body in [
+        "{",
+        "[1]",
+        r#"{"model":"m"} x"#,
+        r#"{"model":"a","model":"b"}"#,
+    ] {
         assert_eq!(err(body).param, None, "{body}");
     }
 }
@@ -109,9 +153,17 @@ fn upstream_body_keeps_client_bytes_and_rewrites_only_what_it_must() {
 
 #[test]
 fn non_stream_body_does_not_get_stream_options() {
-    let view = parse_request(r#"{"model":"chat","messages":[{"role":"user","content":"x"}]}"#).unwrap();
-    let out = view.write_upstream(&UpstreamEdits { model: Some("m"), force_include_usage: true, options: None });
-    assert_eq!(out, br#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#);
+    let view =
+        parse_request(r#"{"model":"chat","messages":[{"role":"user","content":"x"}]}"#).unwrap();
+    let out = view.write_upstream(&UpstreamEdits {
+        model: Some("m"),
+        force_include_usage: true,
+        options: None,
+    });
+    assert_eq!(
+        out,
+        br#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#
+    );
 }
 
 #[test]
@@ -148,7 +200,10 @@ fn translate(sse: &str) -> (Vec<ir::StreamEvent>, StreamTranslator) {
 #[test]
 fn stream_fixtures_translate_to_ir_events() {
     let (evs, t) = translate(&fixture("openai/stream_tool_calls_parallel.sse"));
-    let starts: Vec<_> = evs.iter().filter(|e| matches!(e, ir::StreamEvent::ToolCallStart { .. })).collect();
+    let starts: Vec<_> = evs
+        .iter()
+        .filter(|e| matches!(e, ir::StreamEvent::ToolCallStart { .. }))
+        .collect();
     assert_eq!(starts.len(), 2);
     assert_eq!(t.finish, Some(ir::FinishReason::ToolCalls));
     let (evs, t) = translate(&fixture("openai/stream_text_usage.sse"));
@@ -162,7 +217,9 @@ fn stream_fixtures_translate_to_ir_events() {
     assert!(text.starts_with("**Holiday Name:**"));
     assert_eq!(t.usage.unwrap().output_tokens, 300);
     let (evs, _) = translate(&fixture("deepseek/stream_reasoning.sse"));
-    assert!(evs.iter().any(|e| matches!(e, ir::StreamEvent::ReasoningDelta { .. })));
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, ir::StreamEvent::ReasoningDelta { .. })));
     // Qwen sends id "" on later fragments: one start per call, never a blank id.
     let (evs, _) = translate(&fixture("qwen/stream_tool_call.sse"));
     for e in &evs {
@@ -180,7 +237,11 @@ fn ir_encodes_back_to_openai_shapes() {
     let back = peek_response(&again).unwrap().to_ir();
     assert_eq!(back.tool_calls, r.tool_calls);
     assert_eq!(back.usage, r.usage);
-    let env = ChunkEnvelope { id: "c1".into(), model: "m".into(), created: 1 };
+    let env = ChunkEnvelope {
+        id: "c1".into(),
+        model: "m".into(),
+        created: 1,
+    };
     let chunk = encode_chunk(&env, &ir::StreamEvent::TextDelta("hi".into()));
     let v: serde_json::Value = serde_json::from_slice(&chunk).unwrap();
     assert_eq!(v["choices"][0]["delta"]["content"], "hi");

@@ -85,7 +85,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for WireContent<'a> {
             fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
                 Ok(WireContent::Text(Cow::Owned(v)))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
                 let mut parts = Vec::new();
                 while let Some(p) = seq.next_element()? {
                     parts.push(p);
@@ -310,7 +313,9 @@ impl WireUsage {
             prompt_tokens: u.input_tokens,
             completion_tokens: u.output_tokens,
             total_tokens: u.total(),
-            prompt_tokens_details: Some(PromptDetails { cached_tokens: Some(u.cached_input_tokens) }),
+            prompt_tokens_details: Some(PromptDetails {
+                cached_tokens: Some(u.cached_input_tokens),
+            }),
             completion_tokens_details: Some(CompletionDetails {
                 reasoning_tokens: Some(u.reasoning_tokens),
             }),

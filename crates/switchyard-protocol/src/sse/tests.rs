@@ -14,7 +14,9 @@ fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
 }
 
 fn datas(evs: &[SseEvent]) -> Vec<String> {
-    evs.iter().filter_map(|e| e.data_str().map(str::to_owned)).collect()
+    evs.iter()
+        .filter_map(|e| e.data_str().map(str::to_owned))
+        .collect()
 }
 
 #[test]
@@ -79,5 +81,8 @@ fn oversized_event_is_an_error_not_unbounded_growth() {
 #[test]
 fn encoders() {
     assert_eq!(&data_frame(b"{}")[..], b"data: {}\n\n");
-    assert_eq!(&named_frame("ping", b"{}")[..], b"event: ping\ndata: {}\n\n");
+    assert_eq!(
+        &named_frame("ping", b"{}")[..],
+        b"event: ping\ndata: {}\n\n"
+    );
 }

@@ -57,10 +57,17 @@ pub struct JsonAnswer {
 }
 
 /// Read a whole body, at most `limit` bytes, before `deadline`.
-pub async fn read_body(body: Incoming, limit: usize, deadline: Instant) -> Result<Bytes, GatewayError> {
+pub async fn read_body(
+    body: Incoming,
+    limit: usize,
+    deadline: Instant,
+) -> Result<Bytes, GatewayError> {
     let limited = http_body_util::Limited::new(body, limit);
     match tokio::time::timeout_at(deadline, limited.collect()).await {
-        Err(_) => Err(GatewayError::upstream(ErrorCode::Timeout, "upstream did not finish its answer in time")),
+        Err(_) => Err(GatewayError::upstream(
+            ErrorCode::Timeout,
+            "upstream did not finish its answer in time",
+        )),
         Ok(Err(e)) => Err(GatewayError::upstream(
             ErrorCode::ConnectionError,
             format!("upstream body could not be read: {e}"),

@@ -18,7 +18,10 @@ pub fn from_headers(h: &HeaderMap) -> Option<Duration> {
     let mut wait: Option<Duration> = None;
     for kind in ["requests", "tokens"] {
         let exhausted = text(&format!("x-ratelimit-remaining-{kind}")).is_none_or(|v| v == "0");
-        if let (true, Some(d)) = (exhausted, text(&format!("x-ratelimit-reset-{kind}")).and_then(go_duration)) {
+        if let (true, Some(d)) = (
+            exhausted,
+            text(&format!("x-ratelimit-reset-{kind}")).and_then(go_duration),
+        ) {
             wait = Some(wait.map_or(d, |w| w.max(d)));
         }
     }
@@ -37,10 +40,14 @@ pub fn go_duration(s: &str) -> Option<Duration> {
         return None;
     }
     while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         let value: f64 = rest[..num_end].parse().ok()?;
         rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_end] {
             "h" => 3600.0,
             "m" => 60.0,
@@ -70,8 +77,14 @@ mod tests {
 
     #[test]
     fn precedence_and_formats() {
-        assert_eq!(from_headers(&headers(&[("retry-after-ms", "250"), ("retry-after", "9")])), Some(Duration::from_millis(250)));
-        assert_eq!(from_headers(&headers(&[("retry-after", "2")])), Some(Duration::from_secs(2)));
+        assert_eq!(
+            from_headers(&headers(&[("retry-after-ms", "250"), ("retry-after", "9")])),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            from_headers(&headers(&[("retry-after", "2")])),
+            Some(Duration::from_secs(2))
+        );
         assert_eq!(
             from_headers(&headers(&[
                 ("x-ratelimit-remaining-requests", "4999"),

@@ -16,17 +16,28 @@ pub async fn healthz() -> &'static str {
 /// the config deliberately has none.
 pub async fn readyz(State(app): State<App>) -> Response {
     let live = app.live.load();
-    let usable = live.deployments.values().any(|d| d.provider.adapter.is_supported());
+    let usable = live
+        .deployments
+        .values()
+        .any(|d| d.provider.adapter.is_supported());
     if usable || live.deployments.is_empty() {
         (StatusCode::OK, "ready").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "no deployment has a usable adapter").into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no deployment has a usable adapter",
+        )
+            .into_response()
     }
 }
 
 pub async fn reload(State(app): State<App>) -> Response {
     match reload::from_file(&app) {
-        Ok(version) => (StatusCode::OK, axum::Json(serde_json::json!({"result": "ok", "config_version": version}))).into_response(),
+        Ok(version) => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({"result": "ok", "config_version": version})),
+        )
+            .into_response(),
         Err(errors) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             axum::Json(serde_json::json!({"result": "error", "errors": errors})),

@@ -10,7 +10,9 @@ use crate::state::live::Live;
 
 pub fn from_file(app: &App) -> Result<String, Vec<String>> {
     let Some(path) = &app.config_path else {
-        return Err(vec!["the gateway runs the built-in demo config; there is no file to reload".into()]);
+        return Err(vec![
+            "the gateway runs the built-in demo config; there is no file to reload".into(),
+        ]);
     };
     let result = config::load_file(path)
         .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>())

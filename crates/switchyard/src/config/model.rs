@@ -218,7 +218,9 @@ impl Capabilities {
         self.0 & other.0 == other.0
     }
     pub fn iter(self) -> impl Iterator<Item = Capability> {
-        Capability::ALL.into_iter().filter(move |c| self.contains(*c))
+        Capability::ALL
+            .into_iter()
+            .filter(move |c| self.contains(*c))
     }
 }
 
@@ -299,7 +301,11 @@ pub struct BalancedWeights {
 
 impl Default for BalancedWeights {
     fn default() -> Self {
-        BalancedWeights { health: 0.5, latency: 0.3, cost: 0.2 }
+        BalancedWeights {
+            health: 0.5,
+            latency: 0.3,
+            cost: 0.2,
+        }
     }
 }
 
@@ -313,7 +319,11 @@ pub struct Retry {
 
 impl Default for Retry {
     fn default() -> Self {
-        Retry { attempts: 3, base: Duration::from_millis(500), max: Duration::from_secs(8) }
+        Retry {
+            attempts: 3,
+            base: Duration::from_millis(500),
+            max: Duration::from_secs(8),
+        }
     }
 }
 

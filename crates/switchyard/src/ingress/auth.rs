@@ -9,10 +9,19 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::{Live, Target};
 
 /// `Ok(None)` when the gateway is open (no `clients:` section).
-pub fn authenticate<'l>(live: &'l Live, headers: &HeaderMap) -> Result<Option<&'l Client>, GatewayError> {
-    let Some(clients) = &live.config.clients else { return Ok(None) };
-    let key = presented_key(headers)
-        .ok_or_else(|| GatewayError::client(ErrorCode::AuthFailed, "missing API key: send `Authorization: Bearer <key>` or `x-api-key`"))?;
+pub fn authenticate<'l>(
+    live: &'l Live,
+    headers: &HeaderMap,
+) -> Result<Option<&'l Client>, GatewayError> {
+    let Some(clients) = &live.config.clients else {
+        return Ok(None);
+    };
+    let key = presented_key(headers).ok_or_else(|| {
+        GatewayError::client(
+            ErrorCode::AuthFailed,
+            "missing API key: send `Authorization: Bearer <key>` or `x-api-key`",
+        )
+    })?;
     let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
     live.clients_by_key
         .get(&digest)
@@ -22,26 +31,44 @@ pub fn authenticate<'l>(live: &'l Live, headers: &HeaderMap) -> Result<Option<&'
 }
 
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    if let Some(v) = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+    if let Some(v) = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
         let v = v.trim();
-        if let Some(k) = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")) {
+        if let Some(k) = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+        {
             return Some(k.trim());
         }
     }
-    headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim)
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
 }
 
 /// May this client use what `model` names?
-pub fn authorize(client: Option<&Client>, model: &str, target: &Target<'_>) -> Result<(), GatewayError> {
+pub fn authorize(
+    client: Option<&Client>,
+    model: &str,
+    target: &Target<'_>,
+) -> Result<(), GatewayError> {
     if may_use(client, model, target) {
         return Ok(());
     }
     let who = client.map_or("this client", |c| c.id.as_str());
-    Err(GatewayError::client(ErrorCode::Forbidden, format!("{who} may not use model `{model}`")))
+    Err(GatewayError::client(
+        ErrorCode::Forbidden,
+        format!("{who} may not use model `{model}`"),
+    ))
 }
 
 pub fn may_use(client: Option<&Client>, model: &str, target: &Target<'_>) -> bool {
-    let Some(allowed) = client.and_then(|c| c.routes.as_ref()) else { return true };
+    let Some(allowed) = client.and_then(|c| c.routes.as_ref()) else {
+        return true;
+    };
     allowed.iter().any(|a| {
         a == model
             || match target {

@@ -9,7 +9,10 @@ use crate::error::{ErrorCode, GatewayError};
 
 pub async fn read(body: Body, headers: &HeaderMap, max: usize) -> Result<Bytes, GatewayError> {
     let too_large = || {
-        GatewayError::client(ErrorCode::PayloadTooLarge, format!("request body is larger than server.max_body ({max} bytes)"))
+        GatewayError::client(
+            ErrorCode::PayloadTooLarge,
+            format!("request body is larger than server.max_body ({max} bytes)"),
+        )
     };
     let declared = headers
         .get(http::header::CONTENT_LENGTH)
@@ -21,13 +24,22 @@ pub async fn read(body: Body, headers: &HeaderMap, max: usize) -> Result<Bytes, 
     match Limited::new(body, max).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Err(e) => Err(GatewayError::invalid(None, format!("could not read the request body: {e}"))),
+        Err(e) => Err(GatewayError::invalid(
+            None,
+            format!("could not read the request body: {e}"),
+        )),
     }
 }
 
 /// The body as text, or a precise error.
 pub fn utf8(body: &Bytes) -> Result<&str, GatewayError> {
     std::str::from_utf8(body).map_err(|e| {
-        GatewayError::invalid(None, format!("request body is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))
+        GatewayError::invalid(
+            None,
+            format!(
+                "request body is not valid UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
     })
 }

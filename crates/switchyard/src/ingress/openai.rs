@@ -25,7 +25,12 @@ use crate::state::live::{Live, Target};
 pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
     let live = app.live.load_full();
     let rid = request_id(&headers);
-    let mut ctx = RequestCtx::new(rid.clone(), trace_id(&headers), live.config.version.clone(), app.decisions.clone());
+    let mut ctx = RequestCtx::new(
+        rid.clone(),
+        trace_id(&headers),
+        live.config.version.clone(),
+        app.decisions.clone(),
+    );
     match serve(&live, &headers, body, &mut ctx).await {
         Err(e) => {
             let resp = respond::openai_error(&e, &rid);
@@ -36,7 +41,12 @@ pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: 
     }
 }
 
-async fn serve(live: &Arc<Live>, headers: &HeaderMap, body: Body, ctx: &mut RequestCtx) -> Result<(Served, sse_out::StreamLimits), GatewayError> {
+async fn serve(
+    live: &Arc<Live>,
+    headers: &HeaderMap,
+    body: Body,
+    ctx: &mut RequestCtx,
+) -> Result<(Served, sse_out::StreamLimits), GatewayError> {
     let cfg = &live.config;
     let bytes = body::read(body, headers, cfg.server.max_body).await?;
     let text = body::utf8(&bytes)?;
@@ -60,7 +70,11 @@ async fn serve(live: &Arc<Live>, headers: &HeaderMap, body: Body, ctx: &mut Requ
     ctx.candidates = plan
         .candidates
         .iter()
-        .map(|c| CandidateLog { deployment: c.dep.cfg.id.clone(), role: c.role, score: Default::default() })
+        .map(|c| CandidateLog {
+            deployment: c.dep.cfg.id.clone(),
+            role: c.role,
+            score: Default::default(),
+        })
         .collect();
     let route_deadline = match &target {
         Target::Route(r) => r.deadline,
@@ -84,7 +98,13 @@ async fn serve(live: &Arc<Live>, headers: &HeaderMap, body: Body, ctx: &mut Requ
     Ok((served, limits))
 }
 
-fn deliver(served: Served, mut ctx: RequestCtx, live: &Live, rid: &str, limits: sse_out::StreamLimits) -> Response {
+fn deliver(
+    served: Served,
+    mut ctx: RequestCtx,
+    live: &Live,
+    rid: &str,
+    limits: sse_out::StreamLimits,
+) -> Response {
     let dep = &served.dep.cfg;
     let _ = live;
     match served.answer {
@@ -141,18 +161,35 @@ pub async fn models(State(app): State<App>, headers: HeaderMap) -> Response {
     let mut data = Vec::new();
     for r in live.config.routes.values() {
         if auth::may_use(client, &r.name, &Target::Route(r)) {
-            data.push(ModelEntry { id: r.name.clone(), object: "model", created: 0, owned_by: "switchyard".into() });
+            data.push(ModelEntry {
+                id: r.name.clone(),
+                object: "model",
+                created: 0,
+                owned_by: "switchyard".into(),
+            });
         }
     }
     for id in &live.config.deployment_order {
         if let Some(d) = live.deployments.get(id) {
             if auth::may_use(client, id, &Target::Deployment(d)) {
-                data.push(ModelEntry { id: id.clone(), object: "model", created: 0, owned_by: d.cfg.provider.clone() });
+                data.push(ModelEntry {
+                    id: id.clone(),
+                    object: "model",
+                    created: 0,
+                    owned_by: d.cfg.provider.clone(),
+                });
             }
         }
     }
-    let body = serde_json::to_vec(&ModelList { object: "list", data }).unwrap_or_default();
+    let body = serde_json::to_vec(&ModelList {
+        object: "list",
+        data,
+    })
+    .unwrap_or_default();
     let mut resp = Response::new(Body::from(body));
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     resp
 }

@@ -26,7 +26,12 @@ struct OpenAiError<'a> {
 /// `{"error":{"message","type","code","param"}}`
 pub fn openai_error_body(e: &GatewayError) -> Vec<u8> {
     let env = OpenAiEnvelope {
-        error: OpenAiError { message: &e.message, kind: e.code.openai_type(), code: e.code.as_str(), param: e.param.as_deref() },
+        error: OpenAiError {
+            message: &e.message,
+            kind: e.code.openai_type(),
+            code: e.code.as_str(),
+            param: e.param.as_deref(),
+        },
     };
     serde_json::to_vec(&env).unwrap_or_default()
 }
@@ -54,7 +59,12 @@ pub struct ServedHeaders<'a> {
     pub fallback_reason: Option<&'a str>,
 }
 
-pub fn reply(status: StatusCode, content_type: &'static str, body: axum::body::Body, s: &ServedHeaders<'_>) -> Response {
+pub fn reply(
+    status: StatusCode,
+    content_type: &'static str,
+    body: axum::body::Body,
+    s: &ServedHeaders<'_>,
+) -> Response {
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     let h = resp.headers_mut();
@@ -73,7 +83,12 @@ pub fn reply(status: StatusCode, content_type: &'static str, body: axum::body::B
 }
 
 pub fn json(body: Bytes, s: &ServedHeaders<'_>) -> Response {
-    reply(StatusCode::OK, "application/json", axum::body::Body::from(body), s)
+    reply(
+        StatusCode::OK,
+        "application/json",
+        axum::body::Body::from(body),
+        s,
+    )
 }
 
 fn set(h: &mut http::HeaderMap, name: &'static str, value: &str) {
@@ -84,7 +99,10 @@ fn set(h: &mut http::HeaderMap, name: &'static str, value: &str) {
 
 /// Unknown path on the client listener.
 pub async fn not_found(uri: http::Uri) -> Response {
-    let e = GatewayError::client(crate::error::ErrorCode::ModelNotFound, format!("no such endpoint: {}", uri.path()));
+    let e = GatewayError::client(
+        crate::error::ErrorCode::ModelNotFound,
+        format!("no such endpoint: {}", uri.path()),
+    );
     let mut resp = openai_error(&e, "");
     resp.headers_mut().remove("x-request-id");
     resp

@@ -88,9 +88,17 @@ pub fn openai(
             }
         }
     };
-    let mut resp = respond::reply(StatusCode::OK, "text/event-stream", axum::body::Body::from_stream(body), headers);
+    let mut resp = respond::reply(
+        StatusCode::OK,
+        "text/event-stream",
+        axum::body::Body::from_stream(body),
+        headers,
+    );
     let h = resp.headers_mut();
-    h.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));
+    h.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache"),
+    );
     // Tell nginx-style proxies in front of us not to buffer either.
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     resp
@@ -101,6 +109,9 @@ fn complete_or_cut(s: &OpenAiStream) -> Result<(), GatewayError> {
     if s.seen.finish.is_some() {
         Ok(())
     } else {
-        Err(GatewayError::upstream(ErrorCode::UpstreamError, "upstream stream ended without a finish reason"))
+        Err(GatewayError::upstream(
+            ErrorCode::UpstreamError,
+            "upstream stream ended without a finish reason",
+        ))
     }
 }

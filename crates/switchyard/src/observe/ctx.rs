@@ -29,7 +29,14 @@ fn ms(d: Duration) -> f64 {
 
 impl AttemptLog {
     pub fn ok(deployment: &str, latency: Duration, ttfb: Duration) -> Self {
-        AttemptLog { deployment: deployment.to_owned(), outcome: "ok", status: Some(200), latency_ms: ms(latency), ttfb_ms: Some(ms(ttfb)), resumed: false }
+        AttemptLog {
+            deployment: deployment.to_owned(),
+            outcome: "ok",
+            status: Some(200),
+            latency_ms: ms(latency),
+            ttfb_ms: Some(ms(ttfb)),
+            resumed: false,
+        }
     }
 
     pub fn failed(deployment: &str, e: &GatewayError, latency: Duration) -> Self {
@@ -93,7 +100,12 @@ pub struct RequestCtx {
 }
 
 impl RequestCtx {
-    pub fn new(request_id: String, trace_id: Option<String>, config_version: String, sink: DecisionSink) -> Self {
+    pub fn new(
+        request_id: String,
+        trace_id: Option<String>,
+        config_version: String,
+        sink: DecisionSink,
+    ) -> Self {
         RequestCtx {
             ts: humantime_now(),
             request_id,
@@ -129,7 +141,11 @@ impl RequestCtx {
 
     /// Record usage and price it.
     pub fn set_usage(&mut self, u: &Usage, pricing: Option<&Pricing>) {
-        self.tokens = TokensLog { input: u.input_tokens, output: u.output_tokens, cached: u.cached_input_tokens };
+        self.tokens = TokensLog {
+            input: u.input_tokens,
+            output: u.output_tokens,
+            cached: u.cached_input_tokens,
+        };
         self.cost_usd = pricing.map(|p| cost_usd(u, p));
     }
 
@@ -161,12 +177,15 @@ pub fn cost_usd(u: &Usage, p: &Pricing) -> f64 {
     let cached = u.cached_input_tokens.min(u.input_tokens);
     let fresh = u.input_tokens - cached;
     let cached_price = p.cached_input.unwrap_or(p.input);
-    (fresh as f64 * p.input + cached as f64 * cached_price + u.output_tokens as f64 * p.output) / 1e6
+    (fresh as f64 * p.input + cached as f64 * cached_price + u.output_tokens as f64 * p.output)
+        / 1e6
 }
 
 /// RFC 3339 UTC with milliseconds, without pulling in a date crate.
 fn humantime_now() -> String {
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
     let secs = now.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
@@ -199,8 +218,17 @@ mod tests {
 
     #[test]
     fn cost_counts_cached_tokens_at_their_price() {
-        let p = Pricing { input: 2.5, output: 10.0, cached_input: Some(1.25) };
-        let u = Usage { input_tokens: 1_000_000, cached_input_tokens: 400_000, output_tokens: 100_000, ..Usage::default() };
+        let p = Pricing {
+            input: 2.5,
+            output: 10.0,
+            cached_input: Some(1.25),
+        };
+        let u = Usage {
+            input_tokens: 1_000_000,
+            cached_input_tokens: 400_000,
+            output_tokens: 100_000,
+            ..Usage::default()
+        };
         assert!((cost_usd(&u, &p) - (0.6 * 2.5 + 0.4 * 1.25 + 0.1 * 10.0)).abs() < 1e-9);
     }
 

@@ -44,7 +44,9 @@ impl DecisionSink {
                     dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            DecisionSink::Capture(lines) => lines.lock().unwrap_or_else(|e| e.into_inner()).push(line),
+            DecisionSink::Capture(lines) => {
+                lines.lock().unwrap_or_else(|e| e.into_inner()).push(line)
+            }
         }
     }
 }

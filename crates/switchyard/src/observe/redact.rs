@@ -68,8 +68,14 @@ mod tests {
         let r = redact(m, &[]);
         assert!(!r.contains("sk-proj"), "{r}");
         assert!(r.contains("Incorrect API key provided: *****"));
-        assert_eq!(redact("key mysecretvalue leaked", &["mysecretvalue"]), "key ***** leaked");
-        assert_eq!(redact("API key AIzaSyD-abcdefghijklmnop bad", &[]), "API key ***** bad");
+        assert_eq!(
+            redact("key mysecretvalue leaked", &["mysecretvalue"]),
+            "key ***** leaked"
+        );
+        assert_eq!(
+            redact("API key AIzaSyD-abcdefghijklmnop bad", &[]),
+            "API key ***** bad"
+        );
         assert_eq!(redact("plain message", &[]), "plain message");
     }
 }

@@ -23,7 +23,12 @@ pub struct Served {
     pub fallback_reason: Option<&'static str>,
 }
 
-pub async fn execute(plan: &Plan, view: &RequestView<'_>, call: &CallInfo, ctx: &mut RequestCtx) -> Result<Served, GatewayError> {
+pub async fn execute(
+    plan: &Plan,
+    view: &RequestView<'_>,
+    call: &CallInfo,
+    ctx: &mut RequestCtx,
+) -> Result<Served, GatewayError> {
     let mut errors: Vec<GatewayError> = Vec::new();
     for cand in &plan.candidates {
         let started = Instant::now();
@@ -35,7 +40,8 @@ pub async fn execute(plan: &Plan, view: &RequestView<'_>, call: &CallInfo, ctx: 
                     Answer::Json(j) => j.ttfb,
                     Answer::Stream(s) => s.ttfb,
                 };
-                ctx.attempts.push(AttemptLog::ok(&cand.dep.cfg.id, latency, ttfb));
+                ctx.attempts
+                    .push(AttemptLog::ok(&cand.dep.cfg.id, latency, ttfb));
                 return Ok(Served {
                     answer,
                     dep: cand.dep.clone(),
@@ -44,7 +50,8 @@ pub async fn execute(plan: &Plan, view: &RequestView<'_>, call: &CallInfo, ctx: 
                 });
             }
             Err(e) => {
-                ctx.attempts.push(AttemptLog::failed(&cand.dep.cfg.id, &e, latency));
+                ctx.attempts
+                    .push(AttemptLog::failed(&cand.dep.cfg.id, &e, latency));
                 if e.code == ErrorCode::AuthFailed {
                     tracing::error!(deployment = %cand.dep.cfg.id, "upstream rejected the gateway's key: {}", e.message);
                 }
@@ -63,11 +70,21 @@ pub async fn execute(plan: &Plan, view: &RequestView<'_>, call: &CallInfo, ctx: 
 /// on a 429). Mixed: `no_healthy_deployment`.
 fn give_up(plan: &Plan, mut errors: Vec<GatewayError>) -> GatewayError {
     let Some(last) = errors.pop() else {
-        let why = if plan.skipped.is_empty() { "the route has no targets".to_owned() } else {
-            let list: Vec<String> = plan.skipped.iter().map(|(d, r)| format!("{d}: {r}")).collect();
+        let why = if plan.skipped.is_empty() {
+            "the route has no targets".to_owned()
+        } else {
+            let list: Vec<String> = plan
+                .skipped
+                .iter()
+                .map(|(d, r)| format!("{d}: {r}"))
+                .collect();
             format!("no usable deployment ({})", list.join(", "))
         };
-        return GatewayError::new(ErrorCode::NoHealthyDeployment, crate::error::Source::Gateway, why);
+        return GatewayError::new(
+            ErrorCode::NoHealthyDeployment,
+            crate::error::Source::Gateway,
+            why,
+        );
     };
     if errors.is_empty() || errors.iter().all(|e| e.code == last.code) || !last.fall_back() {
         return last;
@@ -75,6 +92,9 @@ fn give_up(plan: &Plan, mut errors: Vec<GatewayError>) -> GatewayError {
     GatewayError::new(
         ErrorCode::NoHealthyDeployment,
         crate::error::Source::Gateway,
-        format!("every candidate failed; last: {}: {}", last.code, last.message),
+        format!(
+            "every candidate failed; last: {}: {}",
+            last.code, last.message
+        ),
     )
 }

@@ -26,12 +26,22 @@ pub struct Plan {
 pub fn plan(live: &Live, target: &Target<'_>) -> Plan {
     match target {
         Target::Deployment(d) => {
-            let mut p = Plan { route: None, candidates: Vec::new(), skipped: Vec::new(), reason: "deployment named directly" };
+            let mut p = Plan {
+                route: None,
+                candidates: Vec::new(),
+                skipped: Vec::new(),
+                reason: "deployment named directly",
+            };
             consider(&mut p, d, "target");
             p
         }
         Target::Route(r) => {
-            let mut p = Plan { route: Some(r.name.clone()), candidates: Vec::new(), skipped: Vec::new(), reason: "first usable target in priority order" };
+            let mut p = Plan {
+                route: Some(r.name.clone()),
+                candidates: Vec::new(),
+                skipped: Vec::new(),
+                reason: "first usable target in priority order",
+            };
             let ids = r.targets.iter().map(|t| (t.deployment.as_str(), "target"));
             let fallbacks = r.fallbacks.iter().map(|f| (f.as_str(), "fallback"));
             for (id, role) in ids.chain(fallbacks) {
@@ -50,7 +60,10 @@ pub fn plan(live: &Live, target: &Target<'_>) -> Plan {
 
 fn consider(p: &mut Plan, d: &Arc<DeploymentRt>, role: &'static str) {
     if d.provider.adapter.is_supported() {
-        p.candidates.push(Candidate { dep: d.clone(), role });
+        p.candidates.push(Candidate {
+            dep: d.clone(),
+            role,
+        });
     } else {
         p.skipped.push((d.cfg.id.clone(), "adapter_unavailable"));
     }

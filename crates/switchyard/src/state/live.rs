@@ -33,7 +33,11 @@ pub struct ProviderRt {
 impl ProviderRt {
     /// The key values, for redaction of upstream messages.
     pub fn secret_refs(&self) -> Vec<&str> {
-        self.cfg.keys.iter().map(|k| k.secret.expose().as_str()).collect()
+        self.cfg
+            .keys
+            .iter()
+            .map(|k| k.secret.expose().as_str())
+            .collect()
     }
 }
 
@@ -52,11 +56,18 @@ impl Live {
     pub fn build(config: Config, clients: &HttpClients) -> Result<Live, String> {
         let mut providers = HashMap::new();
         for (id, p) in &config.providers {
-            let http = clients.get(p.timeouts.connect).map_err(|e| format!("TLS setup failed: {e}"))?;
+            let http = clients
+                .get(p.timeouts.connect)
+                .map_err(|e| format!("TLS setup failed: {e}"))?;
             let chat_url: Uri = format!("{}/chat/completions", p.base_url)
                 .parse()
                 .map_err(|e| format!("providers.{id}.base_url: {e}"))?;
-            let rt = ProviderRt { cfg: p.clone(), adapter: Adapter::for_protocol(p.protocol), http, chat_url };
+            let rt = ProviderRt {
+                cfg: p.clone(),
+                adapter: Adapter::for_protocol(p.protocol),
+                http,
+                chat_url,
+            };
             providers.insert(id.clone(), Arc::new(rt));
         }
         let mut deployments = HashMap::new();
@@ -65,7 +76,13 @@ impl Live {
                 .get(&d.provider)
                 .ok_or_else(|| format!("models.{id}: unknown provider {}", d.provider))?
                 .clone();
-            deployments.insert(id.clone(), Arc::new(DeploymentRt { cfg: d.clone(), provider }));
+            deployments.insert(
+                id.clone(),
+                Arc::new(DeploymentRt {
+                    cfg: d.clone(),
+                    provider,
+                }),
+            );
         }
         let clients_by_key = config
             .clients
@@ -74,7 +91,11 @@ impl Live {
             .enumerate()
             .map(|(i, c)| (c.key_sha256, i))
             .collect();
-        Ok(Live { config: Arc::new(config), deployments, clients_by_key })
+        Ok(Live {
+            config: Arc::new(config),
+            deployments,
+            clients_by_key,
+        })
     }
 
     /// A route name first, then a deployment id.

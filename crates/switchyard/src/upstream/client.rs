@@ -22,7 +22,10 @@ pub struct HttpClients {
 impl HttpClients {
     /// Called when a config is built, never per request.
     pub fn get(&self, connect_timeout: Duration) -> Result<HttpClient, rustls::Error> {
-        let mut map = self.by_connect_timeout.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .by_connect_timeout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(c) = map.get(&connect_timeout) {
             return Ok(c.clone());
         }

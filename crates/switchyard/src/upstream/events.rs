@@ -22,7 +22,11 @@ pub struct UpstreamEvents {
 
 impl UpstreamEvents {
     pub fn new(body: Incoming) -> Self {
-        UpstreamEvents { body, decoder: SseDecoder::new(), eof: false }
+        UpstreamEvents {
+            body,
+            decoder: SseDecoder::new(),
+            eof: false,
+        }
     }
 
     /// The next event; `Ok(None)` at a clean end of the body.

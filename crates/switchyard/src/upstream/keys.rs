@@ -27,7 +27,11 @@ mod tests {
     use crate::observe::redact::Secret;
 
     fn key(label: &str, weight: u32) -> ProviderKey {
-        ProviderKey { label: label.into(), secret: Secret::new(label.into()), weight }
+        ProviderKey {
+            label: label.into(),
+            secret: Secret::new(label.into()),
+            weight,
+        }
     }
 
     #[test]

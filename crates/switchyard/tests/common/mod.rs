@@ -34,11 +34,29 @@ pub async fn start_with(yaml: &str, server_extra: &str) -> Harness {
         _ => None,
     }) {
         Ok(c) => c,
-        Err(ds) => panic!("test config invalid:\n{}", ds.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")),
+        Err(ds) => panic!(
+            "test config invalid:\n{}",
+            ds.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
     };
     let (sink, decisions) = DecisionSink::capture();
-    let gw = server::start(cfg, server::Options { decisions: sink, config_path: None }).await.expect("gateway starts");
-    Harness { gw, mock, decisions }
+    let gw = server::start(
+        cfg,
+        server::Options {
+            decisions: sink,
+            config_path: None,
+        },
+    )
+    .await
+    .expect("gateway starts");
+    Harness {
+        gw,
+        mock,
+        decisions,
+    }
 }
 
 impl Harness {
@@ -48,7 +66,12 @@ impl Harness {
 
     /// Decision-log lines so far, parsed.
     pub fn decisions(&self) -> Vec<serde_json::Value> {
-        self.decisions.lock().unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+        self.decisions
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     /// Wait (briefly) for the n-th decision line: streams write theirs at the end.
@@ -63,10 +86,19 @@ impl Harness {
     }
 
     pub async fn post(&self, body: serde_json::Value) -> reqwest::Response {
-        reqwest::Client::new().post(self.url("/v1/chat/completions")).json(&body).send().await.unwrap()
+        reqwest::Client::new()
+            .post(self.url("/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
     }
 
-    pub async fn post_raw(&self, body: impl Into<reqwest::Body>, content_type: &str) -> reqwest::Response {
+    pub async fn post_raw(
+        &self,
+        body: impl Into<reqwest::Body>,
+        content_type: &str,
+    ) -> reqwest::Response {
         reqwest::Client::new()
             .post(self.url("/v1/chat/completions"))
             .header("content-type", content_type)
@@ -102,7 +134,11 @@ pub fn user(text: &str) -> serde_json::Value {
 /// Split an SSE body into its `data:` payloads.
 pub fn sse_data(body: &str) -> Vec<String> {
     body.split("\n\n")
-        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")).map(str::to_owned))
+        .filter_map(|ev| {
+            ev.lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .map(str::to_owned)
+        })
         .collect()
 }
 
@@ -112,6 +148,10 @@ pub fn sse_text(body: &str) -> String {
         .iter()
         .filter(|d| d.as_str() != "[DONE]")
         .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
-        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
         .collect()
 }

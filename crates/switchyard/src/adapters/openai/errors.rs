@@ -9,7 +9,12 @@ use crate::error::{ErrorCode, GatewayError, Source};
 use crate::observe::redact::redact;
 
 /// Classify a non-2xx upstream answer. `secrets` are redacted from the message.
-pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], secrets: &[&str]) -> GatewayError {
+pub fn classify(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    secrets: &[&str],
+) -> GatewayError {
     let parsed: Option<WireErrorBody> = serde_json::from_slice(body).ok();
     let (message, code, kind) = match &parsed {
         Some(b) => (
@@ -17,11 +22,17 @@ pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], secrets: &
             b.error.code_str().unwrap_or_default(),
             b.error.kind.as_deref().unwrap_or_default().to_owned(),
         ),
-        None => (String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(), String::new(), String::new()),
+        None => (
+            String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
+            String::new(),
+            String::new(),
+        ),
     };
     let lower = message.to_ascii_lowercase();
     let (code_out, source) = match status.as_u16() {
-        400 | 413 | 422 if is_context_length(&code, &lower) => (ErrorCode::ContextTooLong, Source::Client),
+        400 | 413 | 422 if is_context_length(&code, &lower) => {
+            (ErrorCode::ContextTooLong, Source::Client)
+        }
         400 if code == "content_filter" => (ErrorCode::ContentFiltered, Source::Client),
         401 | 403 => (ErrorCode::AuthFailed, Source::Upstream),
         402 => (ErrorCode::RateLimited, Source::Upstream),
@@ -33,9 +44,15 @@ pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], secrets: &
         500..=599 => (ErrorCode::UpstreamError, Source::Upstream),
         _ => (ErrorCode::InvalidRequest, Source::Client),
     };
-    let quota = status.as_u16() == 402 || code == "insufficient_quota" || kind == "insufficient_quota";
-    let text = if message.is_empty() { format!("upstream answered {status}") } else { message };
-    let mut e = GatewayError::new(code_out, source, redact(&text, secrets)).with_status(status.as_u16());
+    let quota =
+        status.as_u16() == 402 || code == "insufficient_quota" || kind == "insufficient_quota";
+    let text = if message.is_empty() {
+        format!("upstream answered {status}")
+    } else {
+        message
+    };
+    let mut e =
+        GatewayError::new(code_out, source, redact(&text, secrets)).with_status(status.as_u16());
     e.quota_exhausted = quota;
     if matches!(code_out, ErrorCode::RateLimited | ErrorCode::Overloaded) && !quota {
         e.retry_after = retry_after::from_headers(headers);
@@ -58,11 +75,18 @@ mod tests {
 
     /// Serve a fixture envelope through `classify`.
     fn fixture(name: &str) -> GatewayError {
-        let path = format!("{}/../../fixtures/providers/{name}.http.json", env!("CARGO_MANIFEST_DIR"));
-        let env: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let path = format!(
+            "{}/../../fixtures/providers/{name}.http.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let env: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let mut headers = HeaderMap::new();
         for (k, v) in env["headers"].as_object().unwrap() {
-            headers.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.as_str().unwrap().parse().unwrap());
+            headers.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.as_str().unwrap().parse().unwrap(),
+            );
         }
         let body = match env.get("body_raw") {
             Some(raw) => raw.as_str().unwrap().as_bytes().to_vec(),
@@ -74,40 +98,85 @@ mod tests {
 
     #[test]
     fn openai_fixtures() {
-        assert_eq!(fixture("openai/error_400_context_length").code, ErrorCode::ContextTooLong);
-        assert_eq!(fixture("openai/error_400_invalid_request").code, ErrorCode::InvalidRequest);
+        assert_eq!(
+            fixture("openai/error_400_context_length").code,
+            ErrorCode::ContextTooLong
+        );
+        assert_eq!(
+            fixture("openai/error_400_invalid_request").code,
+            ErrorCode::InvalidRequest
+        );
         let e = fixture("openai/error_401_invalid_api_key");
         assert_eq!(e.code, ErrorCode::AuthFailed);
         assert!(e.fall_back());
         assert!(!e.message.contains("sk-"), "key leaked: {}", e.message);
-        assert_eq!(fixture("openai/error_403_unsupported_region").code, ErrorCode::AuthFailed);
-        assert_eq!(fixture("openai/error_404_model_not_found").code, ErrorCode::ModelNotFound);
+        assert_eq!(
+            fixture("openai/error_403_unsupported_region").code,
+            ErrorCode::AuthFailed
+        );
+        assert_eq!(
+            fixture("openai/error_404_model_not_found").code,
+            ErrorCode::ModelNotFound
+        );
         let e = fixture("openai/error_429_insufficient_quota");
         assert_eq!((e.code, e.quota_exhausted), (ErrorCode::RateLimited, true));
         let e = fixture("openai/error_429_rate_limit_tokens");
         assert_eq!((e.code, e.quota_exhausted), (ErrorCode::RateLimited, false));
         assert_eq!(e.retry_after, Some(std::time::Duration::from_secs(1)));
         assert!(e.message.starts_with("Rate limit reached"));
-        assert_eq!(fixture("openai/error_500_server_error").code, ErrorCode::UpstreamError);
-        assert_eq!(fixture("openai/error_503_overloaded").code, ErrorCode::Overloaded);
+        assert_eq!(
+            fixture("openai/error_500_server_error").code,
+            ErrorCode::UpstreamError
+        );
+        assert_eq!(
+            fixture("openai/error_503_overloaded").code,
+            ErrorCode::Overloaded
+        );
     }
 
     #[test]
     fn compatible_provider_fixtures() {
-        assert_eq!(fixture("deepseek/error_400_context_length").code, ErrorCode::ContextTooLong);
-        assert_eq!(fixture("deepseek/error_401_authentication").code, ErrorCode::AuthFailed);
+        assert_eq!(
+            fixture("deepseek/error_400_context_length").code,
+            ErrorCode::ContextTooLong
+        );
+        assert_eq!(
+            fixture("deepseek/error_401_authentication").code,
+            ErrorCode::AuthFailed
+        );
         let e = fixture("deepseek/error_402_insufficient_balance");
         assert_eq!((e.code, e.quota_exhausted), (ErrorCode::RateLimited, true));
-        assert_eq!(fixture("deepseek/error_429_rate_limit").code, ErrorCode::RateLimited);
-        assert_eq!(fixture("deepseek/error_503_server_overloaded").code, ErrorCode::Overloaded);
-        assert_eq!(fixture("azure/error_400_content_filter").code, ErrorCode::ContentFiltered);
-        assert_eq!(fixture("azure/error_400_context_length").code, ErrorCode::ContextTooLong);
-        assert_eq!(fixture("azure/error_401_access_denied").code, ErrorCode::AuthFailed);
-        assert_eq!(fixture("azure/error_404_deployment_not_found").code, ErrorCode::ModelNotFound);
+        assert_eq!(
+            fixture("deepseek/error_429_rate_limit").code,
+            ErrorCode::RateLimited
+        );
+        assert_eq!(
+            fixture("deepseek/error_503_server_overloaded").code,
+            ErrorCode::Overloaded
+        );
+        assert_eq!(
+            fixture("azure/error_400_content_filter").code,
+            ErrorCode::ContentFiltered
+        );
+        assert_eq!(
+            fixture("azure/error_400_context_length").code,
+            ErrorCode::ContextTooLong
+        );
+        assert_eq!(
+            fixture("azure/error_401_access_denied").code,
+            ErrorCode::AuthFailed
+        );
+        assert_eq!(
+            fixture("azure/error_404_deployment_not_found").code,
+            ErrorCode::ModelNotFound
+        );
         let e = fixture("azure/error_429_rate_limit");
         assert_eq!(e.code, ErrorCode::RateLimited);
         assert!(e.retry_after.is_some());
-        assert_eq!(fixture("qwen/error_401_invalid_api_key").code, ErrorCode::AuthFailed);
+        assert_eq!(
+            fixture("qwen/error_401_invalid_api_key").code,
+            ErrorCode::AuthFailed
+        );
     }
 
     #[test]

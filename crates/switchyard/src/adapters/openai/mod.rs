@@ -31,7 +31,11 @@ pub enum Answer {
 }
 
 /// One attempt against one deployment.
-pub async fn chat(dep: &DeploymentRt, view: &RequestView<'_>, call: &CallInfo) -> Result<Answer, GatewayError> {
+pub async fn chat(
+    dep: &DeploymentRt,
+    view: &RequestView<'_>,
+    call: &CallInfo,
+) -> Result<Answer, GatewayError> {
     let provider = &dep.provider;
     let t = provider.cfg.timeouts;
     let started = Instant::now();
@@ -53,7 +57,12 @@ pub async fn chat(dep: &DeploymentRt, view: &RequestView<'_>, call: &CallInfo) -
     if !status.is_success() {
         let headers = resp.headers().clone();
         let body = read_body(resp.into_body(), MAX_ERROR_BODY, total_by).await?;
-        return Err(errors::classify(status, &headers, &body, &provider.secret_refs()));
+        return Err(errors::classify(
+            status,
+            &headers,
+            &body,
+            &provider.secret_refs(),
+        ));
     }
     if view.typed.stream {
         let is_sse = resp
@@ -62,30 +71,60 @@ pub async fn chat(dep: &DeploymentRt, view: &RequestView<'_>, call: &CallInfo) -
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !is_sse {
-            return Err(GatewayError::upstream(ErrorCode::UpstreamError, "upstream answered a stream request without an event stream"));
+            return Err(GatewayError::upstream(
+                ErrorCode::UpstreamError,
+                "upstream answered a stream request without an event stream",
+            ));
         }
         let events = UpstreamEvents::new(resp.into_body());
-        let stream = OpenAiStream::open(events, view.typed.include_usage, first_byte_by, started).await?;
+        let stream =
+            OpenAiStream::open(events, view.typed.include_usage, first_byte_by, started).await?;
         return Ok(Answer::Stream(stream));
     }
     let body = read_body(resp.into_body(), MAX_ANSWER, total_by).await?;
     let ttfb = started.elapsed();
     let peek = peek_response(&body).map_err(|e| {
-        GatewayError::upstream(ErrorCode::UpstreamError, format!("upstream answer is not valid JSON: {e}"))
+        GatewayError::upstream(
+            ErrorCode::UpstreamError,
+            format!("upstream answer is not valid JSON: {e}"),
+        )
     })?;
     let usage = peek.usage.as_ref().map(|u| u.to_ir()).unwrap_or_default();
     let model = peek.model.as_deref().unwrap_or(&dep.cfg.model).to_owned();
-    Ok(Answer::Json(JsonAnswer { body, usage, model, ttfb }))
+    Ok(Answer::Json(JsonAnswer {
+        body,
+        usage,
+        model,
+        ttfb,
+    }))
 }
 
-fn build_request(dep: &DeploymentRt, stream: bool, body: Bytes, call: &CallInfo) -> Result<Request<Full<Bytes>>, GatewayError> {
+fn build_request(
+    dep: &DeploymentRt,
+    stream: bool,
+    body: Bytes,
+    call: &CallInfo,
+) -> Result<Request<Full<Bytes>>, GatewayError> {
     let provider = &dep.provider;
     let mut req = Request::post(&provider.chat_url)
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .header(ACCEPT, HeaderValue::from_static(if stream { "text/event-stream" } else { "application/json" }));
+        .header(
+            ACCEPT,
+            HeaderValue::from_static(if stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            }),
+        );
     if let Some(key) = keys::pick(&provider.cfg.keys) {
-        let value = HeaderValue::try_from(format!("Bearer {}", key.secret.expose()))
-            .map_err(|_| GatewayError::new(ErrorCode::AuthFailed, crate::error::Source::Gateway, format!("provider key {} is not a valid header value", key.label)))?;
+        let value =
+            HeaderValue::try_from(format!("Bearer {}", key.secret.expose())).map_err(|_| {
+                GatewayError::new(
+                    ErrorCode::AuthFailed,
+                    crate::error::Source::Gateway,
+                    format!("provider key {} is not a valid header value", key.label),
+                )
+            })?;
         req = req.header(AUTHORIZATION, value);
     }
     for (k, v) in &provider.cfg.headers {
@@ -94,8 +133,13 @@ fn build_request(dep: &DeploymentRt, stream: bool, body: Bytes, call: &CallInfo)
     if let Some(tp) = &call.traceparent {
         req = req.header("traceparent", tp.clone());
     }
-    req.body(Full::new(body))
-        .map_err(|e| GatewayError::new(ErrorCode::UpstreamError, crate::error::Source::Gateway, format!("could not build the upstream request: {e}")))
+    req.body(Full::new(body)).map_err(|e| {
+        GatewayError::new(
+            ErrorCode::UpstreamError,
+            crate::error::Source::Gateway,
+            format!("could not build the upstream request: {e}"),
+        )
+    })
 }
 
 /// A silent upstream: `timeout`, not retried, falls back at once.
@@ -111,5 +155,8 @@ fn connect_error(e: &hyper_util::client::legacy::Error) -> GatewayError {
         detail = format!("{detail}: {s}");
         src = s.source();
     }
-    GatewayError::upstream(ErrorCode::ConnectionError, format!("could not reach upstream: {detail}"))
+    GatewayError::upstream(
+        ErrorCode::ConnectionError,
+        format!("could not reach upstream: {detail}"),
+    )
 }

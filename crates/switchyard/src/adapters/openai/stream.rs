@@ -21,7 +21,9 @@ use crate::upstream::events::{EventsError, UpstreamEvents};
 pub enum Step {
     Forward(Bytes),
     /// Keep-alive comments, our own usage chunk, unparsable events.
-    Skip { unparsable: bool },
+    Skip {
+        unparsable: bool,
+    },
     /// `[DONE]`.
     Done,
     /// An in-band upstream error.
@@ -58,14 +60,23 @@ impl OpenAiStream {
         first_byte_by: Instant,
         started: Instant,
     ) -> Result<OpenAiStream, GatewayError> {
-        let mut s = OpenAiStream { events, include_usage, seen: Seen::default(), first: None, ttfb: Duration::ZERO };
+        let mut s = OpenAiStream {
+            events,
+            include_usage,
+            seen: Seen::default(),
+            first: None,
+            ttfb: Duration::ZERO,
+        };
         loop {
             let ev = match tokio::time::timeout_at(first_byte_by, s.events.next()).await {
                 Err(_) => return Err(silent("no stream event before the first-byte timeout")),
                 Ok(r) => r.map_err(events_error)?,
             };
             let Some(ev) = ev else {
-                return Err(GatewayError::upstream(ErrorCode::UpstreamError, "upstream stream ended before its first event"));
+                return Err(GatewayError::upstream(
+                    ErrorCode::UpstreamError,
+                    "upstream stream ended before its first event",
+                ));
             };
             match s.step(&ev) {
                 Step::Forward(b) => {
@@ -75,7 +86,10 @@ impl OpenAiStream {
                 }
                 Step::Skip { .. } => continue,
                 Step::Done => {
-                    return Err(GatewayError::upstream(ErrorCode::UpstreamError, "upstream stream ended before its first event"))
+                    return Err(GatewayError::upstream(
+                        ErrorCode::UpstreamError,
+                        "upstream stream ended before its first event",
+                    ))
                 }
                 Step::Error(e) => return Err(e),
             }
@@ -91,7 +105,9 @@ impl OpenAiStream {
     }
 
     fn step(&mut self, ev: &SseEvent) -> Step {
-        let Some(data) = &ev.data else { return Step::Skip { unparsable: false } };
+        let Some(data) = &ev.data else {
+            return Step::Skip { unparsable: false };
+        };
         if ev.is_done_sentinel() {
             return Step::Done;
         }
@@ -147,13 +163,25 @@ fn in_band_error(raw: &str) -> GatewayError {
         #[serde(default)]
         message: Option<String>,
     }
-    let msg = serde_json::from_str::<E>(raw).ok().and_then(|e| e.message).unwrap_or_else(|| raw.to_owned());
-    GatewayError::upstream(ErrorCode::UpstreamError, crate::observe::redact::redact(&msg, &[]))
+    let msg = serde_json::from_str::<E>(raw)
+        .ok()
+        .and_then(|e| e.message)
+        .unwrap_or_else(|| raw.to_owned());
+    GatewayError::upstream(
+        ErrorCode::UpstreamError,
+        crate::observe::redact::redact(&msg, &[]),
+    )
 }
 
 fn events_error(e: EventsError) -> GatewayError {
     match e {
-        EventsError::Body(m) => GatewayError::upstream(ErrorCode::ConnectionError, format!("upstream stream broke: {m}")),
-        EventsError::TooLarge => GatewayError::upstream(ErrorCode::UpstreamError, "upstream sent an oversized stream event"),
+        EventsError::Body(m) => GatewayError::upstream(
+            ErrorCode::ConnectionError,
+            format!("upstream stream broke: {m}"),
+        ),
+        EventsError::TooLarge => GatewayError::upstream(
+            ErrorCode::UpstreamError,
+            "upstream sent an oversized stream event",
+        ),
     }
 }
