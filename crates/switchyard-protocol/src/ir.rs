@@ -38,9 +38,10 @@ pub struct ChatRequest {
     pub provider_options: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Role {
     System,
+    #[default]
     User,
     Assistant,
     Tool,
@@ -57,12 +58,6 @@ pub struct Message {
     /// Tool turns: the result is an error (Anthropic `is_error`).
     pub is_error: bool,
     pub name: Option<String>,
-}
-
-impl Default for Role {
-    fn default() -> Self {
-        Role::User
-    }
 }
 
 impl Message {

@@ -206,18 +206,12 @@ fn parse_messages(raw: &RawValue) -> Result<Vec<WireMessage<'_>>, FieldError> {
     for (i, item) in items.into_iter().enumerate() {
         let param = format!("messages[{i}]");
         let m: WireMessage = serde_json::from_str(item.get())
-            .map_err(|e| FieldError::new(&param, message_error(&e)))?;
+            .map_err(|e| FieldError::new(&param, strip_position(&e)))?;
         check_message(&m, &param)?;
         check_parts(&m, &param)?;
         out.push(m);
     }
     Ok(out)
-}
-
-/// Untagged-enum errors say "did not match any variant": say what is expected.
-fn message_error(e: &serde_json::Error) -> String {
-    let s = strip_position(e);
-    s
 }
 
 fn check_message(m: &WireMessage, param: &str) -> Result<(), FieldError> {
