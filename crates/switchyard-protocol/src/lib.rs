@@ -10,4 +10,5 @@
 
 pub mod ir;
 pub mod openai;
+pub mod passthrough;
 pub mod sse;

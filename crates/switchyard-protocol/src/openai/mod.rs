@@ -7,11 +7,13 @@
 //! change (model, stream_options, merged options).
 
 mod request;
+mod request_encode;
 mod request_ir;
 mod response;
 mod wire;
 
 pub use request::{parse_request, FieldError, RequestView, UpstreamEdits};
+pub use request_encode::encode_request;
 pub use response::{
     encode_chunk, encode_response, peek_chunk, peek_response, ChunkEnvelope, ChunkPeek,
     ResponsePeek, StreamTranslator,

@@ -1,21 +1,20 @@
 //! Parsing and validating a client's Chat Completions body, keeping the raw
 //! bytes of every field for the passthrough path.
 
-use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::wire::*;
 use crate::ir;
+use crate::passthrough::{self, Fields, Splice};
 
 /// The client's request: raw fields in arrival order plus their typed view.
 #[derive(Debug)]
 pub struct RequestView<'a> {
     /// Top-level fields exactly as sent (JSON text of each value).
-    pub fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+    pub fields: Fields<'a>,
     pub typed: ChatCompletionRequest<'a>,
 }
 
@@ -107,39 +106,11 @@ pub fn parse_request(body: &str) -> Result<RequestView<'_>, FieldError> {
 }
 
 /// The body must be one JSON object; keep each value as raw text.
-fn parse_top_level(body: &str) -> Result<Vec<(Cow<'_, str>, &RawValue)>, FieldError> {
-    let mut de = serde_json::Deserializer::from_str(body);
-    let fields = de.deserialize_map(FieldsVisitor).map_err(|e| FieldError {
+fn parse_top_level(body: &str) -> Result<Fields<'_>, FieldError> {
+    passthrough::parse_object(body).map_err(|message| FieldError {
         param: None,
-        message: format!("request body is not valid JSON: {e}"),
-    })?;
-    de.end().map_err(|e| FieldError {
-        param: None,
-        message: format!("request body is not valid JSON: {e}"),
-    })?;
-    Ok(fields)
-}
-
-struct FieldsVisitor;
-
-impl<'de> Visitor<'de> for FieldsVisitor {
-    type Value = Vec<(Cow<'de, str>, &'de RawValue)>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut out: Self::Value = Vec::with_capacity(map.size_hint().unwrap_or(8));
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            let value: &'de RawValue = map.next_value()?;
-            if out.iter().any(|(k, _)| *k == key) {
-                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
-            }
-            out.push((key, value));
-        }
-        Ok(out)
-    }
+        message,
+    })
 }
 
 fn field<'a, T: Deserialize<'a>>(raw: &'a RawValue, param: &str) -> Result<T, FieldError> {
@@ -310,80 +281,26 @@ impl RequestView<'_> {
     /// except `model` (rewritten), `stream_options` (usage forced on for streams),
     /// `provider_options` (unwrapped into top-level fields) and provider options.
     pub fn write_upstream(&self, edits: &UpstreamEdits) -> Vec<u8> {
-        let extra_len = 64 + edits.model.map_or(0, str::len);
-        let mut out = Vec::with_capacity(
-            self.fields
-                .iter()
-                .map(|(k, v)| k.len() + v.get().len() + 4)
-                .sum::<usize>()
-                + extra_len,
-        );
-        let overridden = |k: &str| -> bool {
-            edits.options.is_some_and(|o| o.contains_key(k))
-                || self
-                    .typed
-                    .provider_options
-                    .as_ref()
-                    .is_some_and(|o| o.contains_key(k))
-        };
-        out.push(b'{');
-        let mut first = true;
-        let mut sep = |out: &mut Vec<u8>| {
-            if !std::mem::take(&mut first) {
-                out.push(b',');
-            }
-        };
-        if let Some(model) = edits.model {
-            if !overridden("model") {
-                sep(&mut out);
-                out.extend_from_slice(b"\"model\":");
-                write_json_str(&mut out, model);
-            }
-        }
         let force_usage = edits.force_include_usage && self.typed.stream;
-        for (key, raw) in &self.fields {
-            let k = key.as_ref();
-            let skip = k == "model"
-                || k == "provider_options"
-                || (k == "stream_options" && force_usage)
-                || overridden(k);
-            if skip {
-                continue;
-            }
-            sep(&mut out);
-            write_json_str(&mut out, k);
-            out.push(b':');
-            out.extend_from_slice(raw.get().as_bytes());
-        }
-        if force_usage && !overridden("stream_options") {
-            sep(&mut out);
-            out.extend_from_slice(br#""stream_options":{"include_usage":true}"#);
-        }
-        let provider_wins = |k: &String| edits.options.is_some_and(|o| o.contains_key(k));
-        let client_opts = self
-            .typed
-            .provider_options
-            .iter()
-            .flatten()
-            .filter(|(k, _)| !provider_wins(k));
-        for (k, v) in client_opts.chain(edits.options.into_iter().flatten()) {
-            sep(&mut out);
-            write_json_str(&mut out, k);
-            out.push(b':');
-            // Writing a Value into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut out, v);
-        }
-        out.push(b'}');
-        out
+        let replace: &[(&str, &str)] = if force_usage {
+            &[("stream_options", r#"{"include_usage":true}"#)]
+        } else {
+            &[]
+        };
+        passthrough::write(
+            &self.fields,
+            &Splice {
+                model: edits.model,
+                replace,
+                remove: &["provider_options"],
+                client_options: self.typed.provider_options.as_ref(),
+                provider_options: edits.options,
+            },
+        )
     }
 
     /// The dialect-neutral form, for non-OpenAI upstreams.
     pub fn to_ir(&self) -> ir::ChatRequest {
         super::request_ir::to_ir(&self.typed)
     }
-}
-
-fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    // Serializing a &str into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
 }
