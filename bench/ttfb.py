@@ -2,7 +2,7 @@
 """Time to first SSE event over one keep-alive HTTP/1.1 connection (stdlib only).
 
 Sends N sequential streaming POST requests on one raw socket and, for each,
-measures the time from the moment the request has been written to the moment
+measures the time from the moment the request is handed to the socket to the moment
 the first byte of the body's first SSE event (a line starting with ``data:``
 or ``event:``) arrives. Prints one JSON object:
 
@@ -76,8 +76,10 @@ def first_event_seen(raw):
 
 def one_request(c, req):
     """Send one request; return seconds to the first SSE event byte."""
-    c.sock.sendall(req)
+    # t0 before the write: taken after it, a preemption between sendall() and
+    # the clock read could let the answer arrive "before" t0.
     t0 = time.perf_counter()
+    c.sock.sendall(req)
     # Phase 1: receive until the first event has arrived; time that recv.
     while not first_event_seen(c.buf):
         t_first = c.fill()

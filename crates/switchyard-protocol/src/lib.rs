@@ -7,7 +7,10 @@
 //! - [`ir`]: the canonical request / response / stream-event model.
 //! - [`openai`]: OpenAI Chat Completions wire types, the passthrough view of a
 //!   request body, and conversions to and from the IR.
+//! - [`anthropic`]: Anthropic Messages wire types and conversions to and from
+//!   the IR, both as upstream provider and as client-facing dialect.
 
+pub mod anthropic;
 pub mod ir;
 pub mod openai;
 pub mod passthrough;

@@ -1,40 +1,131 @@
 //! ADAPTERS: one per upstream protocol, chosen by the provider's `protocol`.
 //! A closed enum with static dispatch: adding a protocol is a compile error
 //! everywhere it must be handled.
+//!
+//! An attempt is: build the upstream body for this (client dialect, upstream
+//! protocol) pair (`body`), send it (`send`), classify a failure with the
+//! protocol's own error rules (`*/errors.rs`), and hand back either a whole
+//! answer already in the client's dialect (`convert`) or a stream opened up to
+//! its first event (`stream`). Same-dialect pairs pass bytes through; other
+//! pairs translate through the IR.
 
+pub mod anthropic;
+pub mod body;
+pub mod convert;
+pub mod endpoint;
+pub mod gemini;
 pub mod openai;
 pub mod retry_after;
+pub mod send;
+pub mod stream;
+pub mod translate;
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderValue;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use switchyard_protocol::ir::Usage;
+use switchyard_protocol::ir::{ChatRequest, Usage};
+use switchyard_protocol::openai::RequestView;
+use switchyard_protocol::passthrough::Fields;
 use tokio::time::Instant;
 
 use crate::config::Protocol;
 use crate::error::{ErrorCode, GatewayError};
+use crate::state::live::DeploymentRt;
+pub use stream::{Step, UpstreamStream};
+
+/// The wire dialect a client or an upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
 
 /// The adapter a provider speaks through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Adapter {
     OpenAi,
-    /// Configured, but its adapter is not built yet: routing skips it.
-    Unsupported(Protocol),
+    Azure,
+    Anthropic,
+    Gemini,
 }
 
 impl Adapter {
     pub fn for_protocol(p: Protocol) -> Adapter {
         match p {
             Protocol::OpenAi => Adapter::OpenAi,
-            other => Adapter::Unsupported(other),
+            Protocol::Azure => Adapter::Azure,
+            Protocol::Anthropic => Adapter::Anthropic,
+            Protocol::Gemini => Adapter::Gemini,
+        }
+    }
+
+    /// The dialect on the wire (Azure is OpenAI's).
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Adapter::OpenAi | Adapter::Azure => Dialect::OpenAi,
+            Adapter::Anthropic => Dialect::Anthropic,
+            Adapter::Gemini => Dialect::Gemini,
         }
     }
 
     pub fn is_supported(self) -> bool {
-        !matches!(self, Adapter::Unsupported(_))
+        true
+    }
+}
+
+/// The client's request, as each adapter may need it: the raw fields for a
+/// same-dialect passthrough, the IR (built once, on first need) otherwise.
+pub enum Inbound<'a> {
+    OpenAi {
+        view: RequestView<'a>,
+        ir: OnceLock<ChatRequest>,
+    },
+    Anthropic {
+        fields: Fields<'a>,
+        ir: ChatRequest,
+    },
+}
+
+impl Inbound<'_> {
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Inbound::OpenAi { .. } => Dialect::OpenAi,
+            Inbound::Anthropic { .. } => Dialect::Anthropic,
+        }
+    }
+
+    pub fn ir(&self) -> &ChatRequest {
+        match self {
+            Inbound::OpenAi { view, ir } => ir.get_or_init(|| view.to_ir()),
+            Inbound::Anthropic { ir, .. } => ir,
+        }
+    }
+
+    pub fn model(&self) -> &str {
+        match self {
+            Inbound::OpenAi { view, .. } => &view.typed.model,
+            Inbound::Anthropic { ir, .. } => &ir.model,
+        }
+    }
+
+    pub fn stream(&self) -> bool {
+        match self {
+            Inbound::OpenAi { view, .. } => view.typed.stream,
+            Inbound::Anthropic { ir, .. } => ir.stream,
+        }
+    }
+
+    /// The client asked for usage in its stream (Anthropic streams always carry it).
+    pub fn include_usage(&self) -> bool {
+        match self {
+            Inbound::OpenAi { view, .. } => view.typed.include_usage,
+            Inbound::Anthropic { .. } => true,
+        }
     }
 }
 
@@ -47,13 +138,61 @@ pub struct CallInfo {
     pub deadline: Option<Instant>,
 }
 
-/// A successful non-streamed answer, body as the client will get it.
+/// A successful non-streamed answer, body already in the client's dialect.
 #[derive(Debug)]
 pub struct JsonAnswer {
     pub body: Bytes,
     pub usage: Usage,
     pub model: String,
     pub ttfb: Duration,
+}
+
+/// What came back from one attempt.
+pub enum Answer {
+    Json(JsonAnswer),
+    Stream(UpstreamStream),
+}
+
+impl Answer {
+    pub fn ttfb(&self) -> Duration {
+        match self {
+            Answer::Json(j) => j.ttfb,
+            Answer::Stream(s) => s.ttfb,
+        }
+    }
+}
+
+/// One attempt against one deployment.
+pub async fn chat(
+    dep: &DeploymentRt,
+    inbound: &Inbound<'_>,
+    call: &CallInfo,
+) -> Result<Answer, GatewayError> {
+    let started = Instant::now();
+    let t = dep.provider.cfg.timeouts;
+    let first_byte_by = earliest(started + t.first_byte, call.deadline);
+    let total_by = earliest(started + t.total, call.deadline);
+    let mut out = body::build(dep, inbound)?;
+    let upstream_body = std::mem::take(&mut out.body);
+    let resp = send::send(
+        dep,
+        inbound.stream(),
+        upstream_body,
+        call,
+        first_byte_by,
+        total_by,
+    )
+    .await?;
+    if inbound.stream() {
+        let mode = translate::Mode::new(inbound, dep, &out);
+        let stream =
+            UpstreamStream::open(resp, mode, inbound.dialect(), first_byte_by, started).await?;
+        return Ok(Answer::Stream(stream));
+    }
+    let bytes = read_body(resp.into_body(), send::MAX_ANSWER, total_by).await?;
+    let ttfb = started.elapsed();
+    let answer = convert::answer(dep, inbound, &out, bytes)?;
+    Ok(Answer::Json(JsonAnswer { ttfb, ..answer }))
 }
 
 /// Read a whole body, at most `limit` bytes, before `deadline`.
@@ -79,4 +218,9 @@ pub async fn read_body(
 /// The earlier of a phase deadline and the whole-request deadline.
 pub fn earliest(phase: Instant, whole: Option<Instant>) -> Instant {
     whole.map_or(phase, |w| w.min(phase))
+}
+
+/// A silent upstream: `timeout`, not retried, falls back at once.
+pub fn silent(what: &str) -> GatewayError {
+    GatewayError::upstream(ErrorCode::Timeout, format!("upstream timed out: {what}"))
 }

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod body;
 pub mod openai;
+pub mod pipeline;
 pub mod respond;
 pub mod sse_out;
 

@@ -7,7 +7,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 use serde::Serialize;
 
-use crate::error::GatewayError;
+use crate::error::{ErrorCode, GatewayError};
 
 #[derive(Serialize)]
 struct OpenAiEnvelope<'a> {
@@ -37,7 +37,61 @@ pub fn openai_error_body(e: &GatewayError) -> Vec<u8> {
 }
 
 pub fn openai_error(e: &GatewayError, request_id: &str) -> Response {
-    let mut resp = Response::new(axum::body::Body::from(openai_error_body(e)));
+    error_response(openai_error_body(e), e, request_id)
+}
+
+#[derive(Serialize)]
+struct AnthropicEnvelope<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    error: AnthropicError<'a>,
+}
+
+#[derive(Serialize)]
+struct AnthropicError<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: &'a str,
+    /// The contract's code, beside Anthropic's own `type`.
+    code: &'static str,
+}
+
+/// `{"type":"error","error":{"type","message"}}` (plus the contract `code`).
+pub fn anthropic_error_body(e: &GatewayError) -> Vec<u8> {
+    let env = AnthropicEnvelope {
+        kind: "error",
+        error: AnthropicError {
+            kind: anthropic_type(e.code),
+            message: &e.message,
+            code: e.code.as_str(),
+        },
+    };
+    serde_json::to_vec(&env).unwrap_or_default()
+}
+
+fn anthropic_type(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidRequest | ErrorCode::ContextTooLong | ErrorCode::ContentFiltered => {
+            "invalid_request_error"
+        }
+        ErrorCode::AuthFailed => "authentication_error",
+        ErrorCode::Forbidden => "permission_error",
+        ErrorCode::ModelNotFound => "not_found_error",
+        ErrorCode::PayloadTooLarge => "request_too_large",
+        ErrorCode::RateLimited | ErrorCode::GatewayRateLimited | ErrorCode::BudgetExceeded => {
+            "rate_limit_error"
+        }
+        ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => "overloaded_error",
+        ErrorCode::UpstreamError | ErrorCode::ConnectionError | ErrorCode::Timeout => "api_error",
+    }
+}
+
+pub fn anthropic_error(e: &GatewayError, request_id: &str) -> Response {
+    error_response(anthropic_error_body(e), e, request_id)
+}
+
+fn error_response(body: Vec<u8>, e: &GatewayError, request_id: &str) -> Response {
+    let mut resp = Response::new(axum::body::Body::from(body));
     *resp.status_mut() = e.code.status();
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -100,7 +154,7 @@ fn set(h: &mut http::HeaderMap, name: &'static str, value: &str) {
 /// Unknown path on the client listener.
 pub async fn not_found(uri: http::Uri) -> Response {
     let e = GatewayError::client(
-        crate::error::ErrorCode::ModelNotFound,
+        ErrorCode::ModelNotFound,
         format!("no such endpoint: {}", uri.path()),
     );
     let mut resp = openai_error(&e, "");

@@ -10,11 +10,11 @@ use std::time::Duration;
 use axum::response::Response;
 use bytes::Bytes;
 use http::StatusCode;
-use switchyard_protocol::sse::{data_frame, DONE_FRAME, KEEPALIVE_FRAME};
+use switchyard_protocol::sse::KEEPALIVE_FRAME;
 use tokio::time::Instant;
 
-use super::respond::{self, openai_error_body, ServedHeaders};
-use crate::adapters::openai::{silent, OpenAiStream, Step};
+use super::respond::{self, ServedHeaders};
+use crate::adapters::{silent, Step, UpstreamStream};
 use crate::config::Pricing;
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::RequestCtx;
@@ -25,8 +25,8 @@ pub struct StreamLimits {
     pub total_by: Instant,
 }
 
-pub fn openai(
-    mut upstream: OpenAiStream,
+pub fn stream(
+    mut upstream: UpstreamStream,
     mut ctx: RequestCtx,
     limits: StreamLimits,
     pricing: Option<Pricing>,
@@ -76,14 +76,14 @@ pub fn openai(
         ctx.skipped_events = upstream.seen.skipped;
         match end {
             Ok(()) => {
-                yield Ok(Bytes::from_static(DONE_FRAME));
+                yield Ok(upstream.end_frames());
                 ctx.finish(200, None);
             }
             Err(e) => {
                 if let Some(a) = ctx.attempts.last_mut() {
                     a.outcome = e.code.as_str();
                 }
-                yield Ok(data_frame(&openai_error_body(&e)));
+                yield Ok(upstream.error_frame(&e));
                 ctx.finish(200, Some(&e));
             }
         }
@@ -105,7 +105,7 @@ pub fn openai(
 }
 
 /// A clean end of body: complete if a finish reason came, else interrupted.
-fn complete_or_cut(s: &OpenAiStream) -> Result<(), GatewayError> {
+fn complete_or_cut(s: &UpstreamStream) -> Result<(), GatewayError> {
     if s.seen.finish.is_some() {
         Ok(())
     } else {

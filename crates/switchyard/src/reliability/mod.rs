@@ -5,11 +5,9 @@
 
 use std::sync::Arc;
 
-use switchyard_protocol::openai::RequestView;
 use tokio::time::Instant;
 
-use crate::adapters::openai::{self, Answer};
-use crate::adapters::CallInfo;
+use crate::adapters::{self, Answer, CallInfo, Inbound};
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::{AttemptLog, RequestCtx};
 use crate::route::Plan;
@@ -25,21 +23,18 @@ pub struct Served {
 
 pub async fn execute(
     plan: &Plan,
-    view: &RequestView<'_>,
+    inbound: &Inbound<'_>,
     call: &CallInfo,
     ctx: &mut RequestCtx,
 ) -> Result<Served, GatewayError> {
     let mut errors: Vec<GatewayError> = Vec::new();
     for cand in &plan.candidates {
         let started = Instant::now();
-        let result = openai::chat(&cand.dep, view, call).await;
+        let result = adapters::chat(&cand.dep, inbound, call).await;
         let latency = started.elapsed();
         match result {
             Ok(answer) => {
-                let ttfb = match &answer {
-                    Answer::Json(j) => j.ttfb,
-                    Answer::Stream(s) => s.ttfb,
-                };
+                let ttfb = answer.ttfb();
                 ctx.attempts
                     .push(AttemptLog::ok(&cand.dep.cfg.id, latency, ttfb));
                 return Ok(Served {

@@ -6,12 +6,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-use http::Uri;
-
+use crate::adapters::endpoint::{self, Endpoint};
 use crate::adapters::Adapter;
 use crate::config::{Config, Deployment, Provider, Route};
 use crate::upstream::{HttpClient, HttpClients};
+use arc_swap::ArcSwap;
 
 pub type SharedLive = Arc<ArcSwap<Live>>;
 
@@ -26,8 +25,6 @@ pub struct ProviderRt {
     pub cfg: Provider,
     pub adapter: Adapter,
     pub http: HttpClient,
-    /// `{base_url}/chat/completions`, parsed once.
-    pub chat_url: Uri,
 }
 
 impl ProviderRt {
@@ -44,6 +41,8 @@ impl ProviderRt {
 pub struct DeploymentRt {
     pub cfg: Deployment,
     pub provider: Arc<ProviderRt>,
+    /// Where its requests go, parsed once.
+    pub endpoint: Endpoint,
 }
 
 /// What a request's `model` names.
@@ -59,14 +58,10 @@ impl Live {
             let http = clients
                 .get(p.timeouts.connect)
                 .map_err(|e| format!("TLS setup failed: {e}"))?;
-            let chat_url: Uri = format!("{}/chat/completions", p.base_url)
-                .parse()
-                .map_err(|e| format!("providers.{id}.base_url: {e}"))?;
             let rt = ProviderRt {
                 cfg: p.clone(),
                 adapter: Adapter::for_protocol(p.protocol),
                 http,
-                chat_url,
             };
             providers.insert(id.clone(), Arc::new(rt));
         }
@@ -76,11 +71,13 @@ impl Live {
                 .get(&d.provider)
                 .ok_or_else(|| format!("models.{id}: unknown provider {}", d.provider))?
                 .clone();
+            let endpoint = endpoint::endpoint(provider.adapter, &provider.cfg, d)?;
             deployments.insert(
                 id.clone(),
                 Arc::new(DeploymentRt {
                     cfg: d.clone(),
                     provider,
+                    endpoint,
                 }),
             );
         }

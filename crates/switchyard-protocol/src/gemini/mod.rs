@@ -1,0 +1,119 @@
+//! Gemini generateContent (Developer API, `v1beta`): request encoding, response
+//! and stream decoding, error bodies, and (for a Gemini front door) response
+//! and stream encoding. Field rules follow `fixtures/providers/MAPPING.md`.
+//!
+//! The model is not in the body: the gateway builds the URL with [`path`].
+//!
+//! # Tool-call ids
+//!
+//! Gemini function calls carry no id, so ids are synthesized as
+//! `call_<n>_<tag>_<name>` (see [`synth_call_id`]):
+//! - `n`: the call's position among the function calls of that response
+//!   (0, 1, … — the same as the stream's tool-call `index`);
+//! - `tag`: 8 hex digits hashed from the response's `responseId` (all zeros
+//!   when there is none), so ids stay unique across turns (Anthropic rejects
+//!   duplicate `tool_use` ids in one conversation);
+//! - `name`: the function name, so a tool result can be routed back to the
+//!   right `functionResponse.name` even when the client echoes only the id.
+//!
+//! The same response decoded whole or streamed yields the same ids. An id the
+//! upstream does send (`functionCall.id`, some surfaces) is kept as is.
+//!
+//! # Thought signatures
+//!
+//! The IR has no per-tool-call signature field, so a `thoughtSignature` travels
+//! as reasoning: [`decode_response`] puts it in `ChatResponse::reasoning_signature`,
+//! the stream emits a `ReasoningDelta` with empty text and the signature just
+//! before the part it belongs to, and on the way back [`encode_request`] attaches
+//! the signature of an assistant's `ContentPart::Reasoning` to the next
+//! non-thought part of that turn (the first function call, else the text).
+
+mod encode;
+mod error;
+mod request;
+mod response;
+mod schema;
+mod stream;
+mod wire;
+
+pub use encode::{encode_response, StreamEncoder};
+pub use error::{parse_error, GeminiError};
+pub use request::{encode_request, ConvertError, Target, SKIP_SIGNATURE_VALIDATOR};
+pub use response::{decode_response, finish_reason, DecodeError};
+pub use schema::sanitize_schema;
+pub use stream::{StreamProblem, StreamTranslator};
+
+/// Request path for `model`: `/v1beta/models/{model}:generateContent`, or
+/// `:streamGenerateContent?alt=sse` when streaming. A `models/` prefix on the
+/// name is accepted and not doubled.
+pub fn path(model: &str, stream: bool) -> String {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    if stream {
+        format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
+    } else {
+        format!("/v1beta/models/{model}:generateContent")
+    }
+}
+
+/// The id of the `n`-th function call of a response (see the module docs).
+pub fn synth_call_id(n: usize, response_id: Option<&str>, name: &str) -> String {
+    let tag = response_id.map(fnv1a32).unwrap_or(0);
+    format!("call_{n}_{tag:08x}_{name}")
+}
+
+/// The function name inside a synthesized id, if `id` is one.
+pub fn name_from_call_id(id: &str) -> Option<&str> {
+    let rest = id.strip_prefix("call_")?;
+    let (n, rest) = rest.split_once('_')?;
+    let (tag, name) = rest.split_once('_')?;
+    let ok = !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && tag.len() == 8
+        && tag.bytes().all(|b| b.is_ascii_hexdigit())
+        && !name.is_empty();
+    ok.then_some(name)
+}
+
+/// A response id for answers that carry no `responseId`.
+fn synth_response_id(seed: &[u8]) -> String {
+    format!("gemini-{:08x}", fnv1a32_bytes(seed))
+}
+
+fn fnv1a32(s: &str) -> u32 {
+    fnv1a32_bytes(s.as_bytes())
+}
+
+fn fnv1a32_bytes(b: &[u8]) -> u32 {
+    b.iter().fold(0x811c_9dc5_u32, |h, &c| {
+        (h ^ u32::from(c)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Remove insignificant whitespace from JSON text (key order and number
+/// spelling kept, unlike a `Value` round trip).
+fn compact_json(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut in_str = false;
+    let mut escaped = false;
+    for c in raw.chars() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+        } else if !c.is_ascii_whitespace() {
+            if c == '"' {
+                in_str = true;
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

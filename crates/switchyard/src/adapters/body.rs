@@ -1,0 +1,64 @@
+//! The upstream body for a (client dialect, upstream protocol) pair. Same
+//! dialect: the client's bytes with `model` (and little else) spliced in.
+//! Otherwise: through the IR into the upstream's dialect.
+
+use switchyard_protocol::openai::{self as oa, UpstreamEdits};
+use switchyard_protocol::passthrough::{self, Splice};
+
+use super::{Adapter, Inbound};
+use crate::error::GatewayError;
+use crate::state::live::DeploymentRt;
+
+/// What goes upstream, and what the answer's translation must know about it.
+#[derive(Debug, Default)]
+pub struct Outbound {
+    pub body: Vec<u8>,
+    /// JSON mode emulated with this forced tool (Anthropic): its call comes
+    /// back as the answer text.
+    pub json_tool: Option<String>,
+    /// Whitespace trimmed off a trailing assistant (prefill) message, to be
+    /// put back in front of the continuation.
+    pub prefill_trimmed: String,
+}
+
+impl Outbound {
+    fn plain(body: Vec<u8>) -> Self {
+        Outbound {
+            body,
+            ..Outbound::default()
+        }
+    }
+}
+
+pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
+    let p = &dep.provider;
+    let options = (!p.cfg.options.is_empty()).then_some(&p.cfg.options);
+    // Azure names the deployment in the URL, not the body.
+    let model = (p.adapter != Adapter::Azure).then_some(dep.cfg.model.as_str());
+    match (p.adapter, inbound) {
+        (Adapter::OpenAi | Adapter::Azure, Inbound::OpenAi { view, .. }) => {
+            Ok(Outbound::plain(view.write_upstream(&UpstreamEdits {
+                model,
+                force_include_usage: true,
+                options,
+            })))
+        }
+        (Adapter::OpenAi | Adapter::Azure, _) => Ok(Outbound::plain(oa::encode_request(
+            inbound.ir(),
+            model,
+            &p.cfg.options,
+        ))),
+        (Adapter::Anthropic, Inbound::Anthropic { fields, .. }) => {
+            Ok(Outbound::plain(passthrough::write(
+                fields,
+                &Splice {
+                    model: Some(&dep.cfg.model),
+                    provider_options: options,
+                    ..Splice::default()
+                },
+            )))
+        }
+        (Adapter::Anthropic, _) => super::anthropic::encode(dep, inbound.ir()),
+        (Adapter::Gemini, _) => super::gemini::encode(dep, inbound.ir()),
+    }
+}

@@ -1,0 +1,66 @@
+//! A whole (non-streamed) upstream answer → the client's dialect. Same
+//! dialect: the bytes as they came, peeked for usage and model. Otherwise:
+//! decoded into the IR and encoded for the client.
+
+use bytes::Bytes;
+use switchyard_protocol::ir::ChatResponse;
+use switchyard_protocol::openai as oa;
+
+use super::body::Outbound;
+use super::{Dialect, Inbound, JsonAnswer};
+use crate::error::{ErrorCode, GatewayError};
+use crate::state::live::DeploymentRt;
+
+pub fn answer(
+    dep: &DeploymentRt,
+    inbound: &Inbound<'_>,
+    out: &Outbound,
+    bytes: Bytes,
+) -> Result<JsonAnswer, GatewayError> {
+    let upstream = dep.provider.adapter.dialect();
+    let client = inbound.dialect();
+    let ir = decode(upstream, &bytes, out)?;
+    let body = if upstream == client {
+        bytes
+    } else {
+        encode(client, &ir)
+    };
+    let model = if ir.model.is_empty() {
+        dep.cfg.model.clone()
+    } else {
+        ir.model
+    };
+    Ok(JsonAnswer {
+        body,
+        usage: ir.usage,
+        model,
+        ttfb: Default::default(),
+    })
+}
+
+/// The upstream's answer as the IR (for a passthrough, only usage and model matter).
+fn decode(upstream: Dialect, bytes: &[u8], out: &Outbound) -> Result<ChatResponse, GatewayError> {
+    match upstream {
+        Dialect::OpenAi => oa::peek_response(bytes)
+            .map(|p| p.to_ir())
+            .map_err(bad_json),
+        Dialect::Anthropic => super::anthropic::decode(bytes, out),
+        Dialect::Gemini => super::gemini::decode(bytes),
+    }
+}
+
+fn encode(client: Dialect, r: &ChatResponse) -> Bytes {
+    match client {
+        Dialect::OpenAi => Bytes::from(oa::encode_response(r)),
+        Dialect::Anthropic => super::anthropic::encode_response(r),
+        // No Gemini front door: a Gemini client never reaches here.
+        Dialect::Gemini => Bytes::from(oa::encode_response(r)),
+    }
+}
+
+pub fn bad_json(e: serde_json::Error) -> GatewayError {
+    GatewayError::upstream(
+        ErrorCode::UpstreamError,
+        format!("upstream answer is not valid JSON: {e}"),
+    )
+}

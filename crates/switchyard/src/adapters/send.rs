@@ -1,0 +1,110 @@
+//! Sending one upstream request: auth and headers, the first-byte timeout on
+//! the response head, connection errors, and classifying a non-2xx answer
+//! with the protocol's own error rules.
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderValue, Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use super::{endpoint, openai, read_body, silent, Adapter, CallInfo};
+use crate::error::{ErrorCode, GatewayError, Source};
+use crate::state::live::DeploymentRt;
+use crate::upstream::keys;
+
+/// Largest upstream JSON answer we read.
+pub const MAX_ANSWER: usize = 64 * 1024 * 1024;
+const MAX_ERROR_BODY: usize = 1024 * 1024;
+
+/// Send and return a 2xx response (body unread), or the classified error.
+pub async fn send(
+    dep: &DeploymentRt,
+    stream: bool,
+    body: Vec<u8>,
+    call: &CallInfo,
+    first_byte_by: Instant,
+    total_by: Instant,
+) -> Result<Response<Incoming>, GatewayError> {
+    let provider = &dep.provider;
+    let req = build(dep, stream, Bytes::from(body), call)?;
+    let resp = match tokio::time::timeout_at(first_byte_by, provider.http.request(req)).await {
+        Err(_) => return Err(silent("no response headers before the first-byte timeout")),
+        Ok(Err(e)) => return Err(connect_error(&e)),
+        Ok(Ok(r)) => r,
+    };
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let headers = resp.headers().clone();
+    let body = read_body(resp.into_body(), MAX_ERROR_BODY, total_by).await?;
+    let secrets = provider.secret_refs();
+    Err(match provider.adapter {
+        Adapter::OpenAi | Adapter::Azure => {
+            openai::errors::classify(status, &headers, &body, &secrets)
+        }
+        Adapter::Anthropic | Adapter::Gemini => {
+            openai::errors::classify(status, &headers, &body, &secrets)
+        }
+    })
+}
+
+fn build(
+    dep: &DeploymentRt,
+    stream: bool,
+    body: Bytes,
+    call: &CallInfo,
+) -> Result<Request<Full<Bytes>>, GatewayError> {
+    let provider = &dep.provider;
+    let adapter = provider.adapter;
+    let url = if stream {
+        &dep.endpoint.stream_url
+    } else {
+        &dep.endpoint.url
+    };
+    let accept = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let mut req = Request::post(url)
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(ACCEPT, HeaderValue::from_static(accept));
+    if let Some(key) = keys::pick(&provider.cfg.keys) {
+        let (name, value) = endpoint::auth_header(adapter, key)
+            .map_err(|m| GatewayError::new(ErrorCode::AuthFailed, Source::Gateway, m))?;
+        req = req.header(name, value);
+    }
+    for (k, v) in endpoint::fixed_headers(adapter) {
+        req = req.header(*k, *v);
+    }
+    for (k, v) in &provider.cfg.headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    if let Some(tp) = &call.traceparent {
+        req = req.header("traceparent", tp.clone());
+    }
+    req.body(Full::new(body)).map_err(|e| {
+        GatewayError::new(
+            ErrorCode::UpstreamError,
+            Source::Gateway,
+            format!("could not build the upstream request: {e}"),
+        )
+    })
+}
+
+fn connect_error(e: &hyper_util::client::legacy::Error) -> GatewayError {
+    use std::error::Error as _;
+    let mut detail = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        detail = format!("{detail}: {s}");
+        src = s.source();
+    }
+    GatewayError::upstream(
+        ErrorCode::ConnectionError,
+        format!("could not reach upstream: {detail}"),
+    )
+}

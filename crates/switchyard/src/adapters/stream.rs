@@ -1,0 +1,245 @@
+//! An upstream event stream on its way to the client, one event at a time.
+//!
+//! `open` reads up to the first event worth forwarding inside the attempt's
+//! first-byte timeout, so anything failing before it is still a clean,
+//! retryable attempt (nothing has reached the client yet). After that, `next`
+//! judges each event: forward (bytes as they came, or translated), skip
+//! (keep-alives, our own usage chunk, unparsable events — counted), done, or
+//! an in-band error.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::Response;
+use hyper::body::Incoming;
+use switchyard_protocol::ir::{FinishReason, StreamEvent, Usage};
+use switchyard_protocol::openai::peek_chunk;
+use switchyard_protocol::sse::{data_frame, SseEvent};
+use tokio::time::Instant;
+
+use super::translate::{self, Decoded, Mode};
+use super::{silent, Dialect};
+use crate::error::{ErrorCode, GatewayError};
+use crate::upstream::events::{EventsError, UpstreamEvents};
+
+/// What to do with one upstream event.
+#[derive(Debug)]
+pub enum Step {
+    Forward(Bytes),
+    Skip {
+        unparsable: bool,
+    },
+    /// The upstream's terminator.
+    Done,
+    /// An in-band upstream error.
+    Error(GatewayError),
+}
+
+/// What the stream has told us so far.
+#[derive(Debug, Default, Clone)]
+pub struct Seen {
+    pub model: Option<String>,
+    pub finish: Option<FinishReason>,
+    pub usage: Option<Usage>,
+    /// Answer text forwarded so far (what a resume would prefill).
+    pub text: String,
+    pub in_tool_call: bool,
+    pub skipped: u32,
+}
+
+impl Seen {
+    fn observe(&mut self, ev: &StreamEvent) {
+        match ev {
+            StreamEvent::Start { model, .. } if self.model.is_none() && !model.is_empty() => {
+                self.model = Some(model.clone())
+            }
+            StreamEvent::TextDelta(t) => self.text.push_str(t),
+            StreamEvent::ToolCallStart { .. } => self.in_tool_call = true,
+            StreamEvent::Usage(u) => self.usage = Some(*u),
+            StreamEvent::Finish { reason, .. } => self.finish = Some(*reason),
+            _ => {}
+        }
+    }
+}
+
+pub struct UpstreamStream {
+    events: UpstreamEvents,
+    mode: Mode,
+    client: Dialect,
+    pub seen: Seen,
+    /// The first forwarded frame, held until the client response starts.
+    pub first: Option<Bytes>,
+    pub ttfb: Duration,
+    scratch: Vec<StreamEvent>,
+}
+
+impl UpstreamStream {
+    pub async fn open(
+        resp: Response<Incoming>,
+        mode: Mode,
+        client: Dialect,
+        first_byte_by: Instant,
+        started: Instant,
+    ) -> Result<UpstreamStream, GatewayError> {
+        let is_sse = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            return Err(GatewayError::upstream(
+                ErrorCode::UpstreamError,
+                "upstream answered a stream request without an event stream",
+            ));
+        }
+        let events = UpstreamEvents::new(resp.into_body());
+        let mut s = UpstreamStream {
+            events,
+            mode,
+            client,
+            seen: Seen::default(),
+            first: None,
+            ttfb: Duration::ZERO,
+            scratch: Vec::new(),
+        };
+        loop {
+            let ev = match tokio::time::timeout_at(first_byte_by, s.events.next()).await {
+                Err(_) => return Err(silent("no stream event before the first-byte timeout")),
+                Ok(r) => r.map_err(events_error)?,
+            };
+            let Some(ev) = ev else {
+                return Err(GatewayError::upstream(
+                    ErrorCode::UpstreamError,
+                    "upstream stream ended before its first event",
+                ));
+            };
+            match s.step(&ev) {
+                Step::Forward(b) => {
+                    s.first = Some(b);
+                    s.ttfb = started.elapsed();
+                    return Ok(s);
+                }
+                Step::Skip { .. } => continue,
+                Step::Done => {
+                    return Err(GatewayError::upstream(
+                        ErrorCode::UpstreamError,
+                        "upstream stream ended before its first event",
+                    ))
+                }
+                Step::Error(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The next upstream event, judged. `Ok(None)` = clean end of body.
+    pub async fn next(&mut self) -> Result<Option<Step>, GatewayError> {
+        match self.events.next().await.map_err(events_error)? {
+            None => Ok(None),
+            Some(ev) => Ok(Some(self.step(&ev))),
+        }
+    }
+
+    /// The client's terminator, after a complete stream.
+    pub fn end_frames(&mut self) -> Bytes {
+        match &mut self.mode {
+            Mode::OpenAiPass { .. } => translate::pass_end(self.client),
+            Mode::Translate { to, .. } => to.end(),
+        }
+    }
+
+    /// The error event that ends an interrupted stream.
+    pub fn error_frame(&self, e: &GatewayError) -> Bytes {
+        translate::error_frame(self.client, e)
+    }
+
+    fn step(&mut self, ev: &SseEvent) -> Step {
+        let step = match &mut self.mode {
+            Mode::OpenAiPass { include_usage } => openai_pass(ev, *include_usage, &mut self.seen),
+            Mode::Translate { from, to } => {
+                self.scratch.clear();
+                match from.push(ev, &mut self.scratch) {
+                    Decoded::Done => Step::Done,
+                    Decoded::Unparsable => Step::Skip { unparsable: true },
+                    Decoded::Error(e) => Step::Error(e),
+                    Decoded::Events => {
+                        let mut out = BytesMut::new();
+                        for e in &self.scratch {
+                            self.seen.observe(e);
+                            to.encode(e, &mut out);
+                        }
+                        if out.is_empty() {
+                            Step::Skip { unparsable: false }
+                        } else {
+                            Step::Forward(out.freeze())
+                        }
+                    }
+                }
+            }
+        };
+        if matches!(step, Step::Skip { unparsable: true }) {
+            self.seen.skipped += 1;
+        }
+        step
+    }
+}
+
+/// OpenAI → OpenAI: forward the event's own bytes; peek for usage, finish,
+/// text and errors; drop the usage chunk the gateway asked for on its own.
+fn openai_pass(ev: &SseEvent, include_usage: bool, seen: &mut Seen) -> Step {
+    let Some(data) = &ev.data else {
+        return Step::Skip { unparsable: false };
+    };
+    if ev.is_done_sentinel() {
+        return Step::Done;
+    }
+    let Ok(chunk) = peek_chunk(data) else {
+        return Step::Skip { unparsable: true };
+    };
+    if let Some(err) = chunk.error {
+        return Step::Error(translate::openai_in_band(err.get()));
+    }
+    if seen.model.is_none() {
+        seen.model = chunk.model.as_deref().map(str::to_owned);
+    }
+    for c in &chunk.choices {
+        if let Some(d) = &c.delta {
+            if let Some(t) = &d.content {
+                seen.text.push_str(t);
+            }
+            seen.in_tool_call |= d.tool_calls.is_some();
+        }
+        if let Some(f) = &c.finish_reason {
+            seen.finish = Some(FinishReason::from_openai(f));
+        }
+    }
+    if let Some(u) = &chunk.usage {
+        seen.usage = Some(u.to_ir());
+        if chunk.choices.is_empty() && !include_usage {
+            return Step::Skip { unparsable: false };
+        }
+    }
+    Step::Forward(frame_of(ev, data))
+}
+
+/// The event's own bytes when they form a complete frame; a fresh frame for
+/// a trailing event that arrived without its blank line.
+fn frame_of(ev: &SseEvent, data: &Bytes) -> Bytes {
+    if ev.raw.ends_with(b"\n\n") || ev.raw.ends_with(b"\r\n\r\n") || ev.raw.ends_with(b"\r\r") {
+        ev.raw.clone()
+    } else {
+        data_frame(data)
+    }
+}
+
+fn events_error(e: EventsError) -> GatewayError {
+    match e {
+        EventsError::Body(m) => GatewayError::upstream(
+            ErrorCode::ConnectionError,
+            format!("upstream stream broke: {m}"),
+        ),
+        EventsError::TooLarge => GatewayError::upstream(
+            ErrorCode::UpstreamError,
+            "upstream sent an oversized stream event",
+        ),
+    }
+}

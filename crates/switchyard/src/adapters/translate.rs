@@ -1,0 +1,214 @@
+//! How a stream's events get from the upstream's dialect to the client's.
+//! Same dialect: forwarded as they are (peeked for usage, finish and text).
+//! Otherwise: each upstream event is decoded into IR events and each IR event
+//! is encoded for the client at once — incremental, nothing buffered.
+
+use bytes::{Bytes, BytesMut};
+use switchyard_protocol::ir::{StreamEvent, Usage};
+use switchyard_protocol::openai::{self as oa, ChunkEnvelope};
+use switchyard_protocol::sse::{data_frame, SseEvent, DONE_FRAME};
+
+use super::body::Outbound;
+use super::{Dialect, Inbound};
+use crate::error::{ErrorCode, GatewayError};
+use crate::ingress::respond::openai_error_body;
+use crate::state::live::DeploymentRt;
+
+pub enum Mode {
+    /// OpenAI-protocol upstream, OpenAI client.
+    OpenAiPass { include_usage: bool },
+    /// Anything else: decode, then encode.
+    Translate { from: Decoder, to: Encoder },
+}
+
+impl Mode {
+    pub fn new(inbound: &Inbound<'_>, dep: &DeploymentRt, _out: &Outbound) -> Mode {
+        let upstream = dep.provider.adapter.dialect();
+        match (upstream, inbound.dialect()) {
+            (Dialect::OpenAi, Dialect::OpenAi) => Mode::OpenAiPass {
+                include_usage: inbound.include_usage(),
+            },
+            (_, client) => Mode::Translate {
+                from: Decoder::new(upstream),
+                to: Encoder::new(client, inbound.include_usage()),
+            },
+        }
+    }
+}
+
+/// What one upstream event meant.
+pub enum Decoded {
+    /// Zero or more IR events were pushed.
+    Events,
+    /// The upstream's own terminator.
+    Done,
+    /// Could not be parsed: skip and count.
+    Unparsable,
+    /// An in-band upstream error.
+    Error(GatewayError),
+}
+
+pub enum Decoder {
+    OpenAi(oa::StreamTranslator),
+}
+
+impl Decoder {
+    fn new(upstream: Dialect) -> Decoder {
+        match upstream {
+            Dialect::OpenAi | Dialect::Anthropic | Dialect::Gemini => {
+                Decoder::OpenAi(oa::StreamTranslator::default())
+            }
+        }
+    }
+
+    pub fn push(&mut self, ev: &SseEvent, out: &mut Vec<StreamEvent>) -> Decoded {
+        match self {
+            Decoder::OpenAi(t) => {
+                let Some(data) = &ev.data else {
+                    return Decoded::Events;
+                };
+                if ev.is_done_sentinel() {
+                    return Decoded::Done;
+                }
+                match oa::peek_chunk(data) {
+                    Err(_) => Decoded::Unparsable,
+                    Ok(c) if c.error.is_some() => {
+                        Decoded::Error(openai_in_band(c.error.map(|e| e.get()).unwrap_or_default()))
+                    }
+                    Ok(c) => {
+                        t.push(&c, out);
+                        Decoded::Events
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `data: {"error": {...}}` from an OpenAI-protocol upstream.
+pub fn openai_in_band(raw: &str) -> GatewayError {
+    #[derive(serde::Deserialize)]
+    struct E {
+        #[serde(default)]
+        message: Option<String>,
+    }
+    let msg = serde_json::from_str::<E>(raw)
+        .ok()
+        .and_then(|e| e.message)
+        .unwrap_or_else(|| raw.to_owned());
+    GatewayError::upstream(
+        ErrorCode::UpstreamError,
+        crate::observe::redact::redact(&msg, &[]),
+    )
+}
+
+pub enum Encoder {
+    OpenAi(OpenAiEncoder),
+}
+
+impl Encoder {
+    fn new(client: Dialect, include_usage: bool) -> Encoder {
+        match client {
+            Dialect::OpenAi | Dialect::Anthropic | Dialect::Gemini => {
+                Encoder::OpenAi(OpenAiEncoder::new(include_usage))
+            }
+        }
+    }
+
+    pub fn encode(&mut self, ev: &StreamEvent, out: &mut BytesMut) {
+        match self {
+            Encoder::OpenAi(e) => e.encode(ev, out),
+        }
+    }
+
+    /// The client's terminator (after any usage it is owed).
+    pub fn end(&mut self) -> Bytes {
+        match self {
+            Encoder::OpenAi(e) => e.end(),
+        }
+    }
+}
+
+/// IR events → OpenAI `chat.completion.chunk`s.
+pub struct OpenAiEncoder {
+    env: ChunkEnvelope,
+    include_usage: bool,
+    usage: Option<Usage>,
+    finished: bool,
+}
+
+impl OpenAiEncoder {
+    fn new(include_usage: bool) -> Self {
+        OpenAiEncoder {
+            env: ChunkEnvelope::default(),
+            include_usage,
+            usage: None,
+            finished: false,
+        }
+    }
+
+    fn encode(&mut self, ev: &StreamEvent, out: &mut BytesMut) {
+        match ev {
+            StreamEvent::Start { id, model, created } => {
+                self.env = ChunkEnvelope {
+                    id: if id.is_empty() {
+                        format!("chatcmpl-{:024x}", rand::random::<u128>())
+                    } else {
+                        id.clone()
+                    },
+                    model: model.clone(),
+                    created: if *created == 0 { now_secs() } else { *created },
+                };
+            }
+            // Usage goes out once, last, and only if the client asked for it.
+            StreamEvent::Usage(u) => {
+                self.usage = Some(*u);
+                return;
+            }
+            StreamEvent::Finish { .. } if self.finished => return,
+            StreamEvent::Finish { .. } => self.finished = true,
+            _ => {}
+        }
+        out.extend_from_slice(&data_frame(&oa::encode_chunk(&self.env, ev)));
+    }
+
+    fn end(&mut self) -> Bytes {
+        let mut out = BytesMut::new();
+        if let (true, Some(u)) = (self.include_usage, self.usage) {
+            out.extend_from_slice(&data_frame(&oa::encode_chunk(
+                &self.env,
+                &StreamEvent::Usage(u),
+            )));
+        }
+        out.extend_from_slice(DONE_FRAME);
+        out.freeze()
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// The client's terminator for a passthrough stream.
+pub fn pass_end(client: Dialect) -> Bytes {
+    match client {
+        Dialect::OpenAi | Dialect::Gemini => Bytes::from_static(DONE_FRAME),
+        Dialect::Anthropic => {
+            Bytes::from_static(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+        }
+    }
+}
+
+/// The error event that ends an interrupted stream, in the client's dialect.
+pub fn error_frame(client: Dialect, e: &GatewayError) -> Bytes {
+    match client {
+        Dialect::OpenAi | Dialect::Gemini => data_frame(&openai_error_body(e)),
+        Dialect::Anthropic => switchyard_protocol::sse::named_frame(
+            "error",
+            &crate::ingress::respond::anthropic_error_body(e),
+        ),
+    }
+}

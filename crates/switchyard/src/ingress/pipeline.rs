@@ -1,0 +1,100 @@
+//! The part of a chat request every front door shares: resolve `model`,
+//! authorize, plan, execute, and deliver the answer in the client's dialect.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use http::HeaderMap;
+use tokio::time::Instant;
+
+use super::respond::{self, ServedHeaders};
+use super::sse_out;
+use crate::adapters::{Answer, CallInfo, Inbound};
+use crate::config::Client;
+use crate::error::{ErrorCode, GatewayError};
+use crate::observe::ctx::{CandidateLog, RequestCtx};
+use crate::reliability::{self, Served};
+use crate::route;
+use crate::state::live::{Live, Target};
+
+pub struct Ready {
+    pub served: Served,
+    pub limits: sse_out::StreamLimits,
+}
+
+pub async fn run(
+    live: &Arc<Live>,
+    headers: &HeaderMap,
+    client: Option<&Client>,
+    inbound: &Inbound<'_>,
+    ctx: &mut RequestCtx,
+) -> Result<Ready, GatewayError> {
+    let model = inbound.model();
+    ctx.model = Some(model.to_owned());
+    ctx.stream = inbound.stream();
+    let target = live.resolve(model).ok_or_else(|| {
+        GatewayError::client(
+            ErrorCode::ModelNotFound,
+            format!("unknown model `{model}`: GET /v1/models lists the routes and deployments you can use"),
+        )
+    })?;
+    super::auth::authorize(client, model, &target)?;
+    let plan = route::plan(live, &target);
+    ctx.route = plan.route.clone();
+    ctx.decision_reason = Some(plan.reason);
+    ctx.skipped = plan.skipped.clone();
+    ctx.candidates = plan
+        .candidates
+        .iter()
+        .map(|c| CandidateLog {
+            deployment: c.dep.cfg.id.clone(),
+            role: c.role,
+            score: Default::default(),
+        })
+        .collect();
+    let route_deadline = match &target {
+        Target::Route(r) => r.deadline,
+        Target::Deployment(_) => None,
+    };
+    let started = Instant::now();
+    let call = CallInfo {
+        request_id: ctx.request_id.clone(),
+        traceparent: headers.get("traceparent").cloned(),
+        deadline: route_deadline.map(|d| started + d),
+    };
+    let served = reliability::execute(&plan, inbound, &call, ctx).await?;
+    ctx.selected = Some(served.dep.cfg.id.clone());
+    ctx.fallback_reason = served.fallback_reason;
+    let t = served.dep.provider.cfg.timeouts;
+    let limits = sse_out::StreamLimits {
+        keepalive: live.config.server.sse_keepalive,
+        idle: t.stream_idle,
+        total_by: crate::adapters::earliest(started + t.total, call.deadline),
+    };
+    Ok(Ready { served, limits })
+}
+
+/// The answer, with the gateway's headers; the decision log is written when
+/// the reply (or the stream) ends.
+pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
+    let Ready { served, limits } = ready;
+    let dep = &served.dep.cfg;
+    let mut headers = ServedHeaders {
+        request_id: rid,
+        deployment: &dep.id,
+        attempts: served.attempts,
+        cache: "off",
+        cost_usd: None,
+        fallback_reason: served.fallback_reason,
+    };
+    match served.answer {
+        Answer::Json(j) => {
+            ctx.set_usage(&j.usage, dep.pricing.as_ref());
+            headers.cost_usd = ctx.cost_usd;
+            let resp = respond::json(j.body, &headers);
+            ctx.finish(200, None);
+            resp
+        }
+        Answer::Stream(s) => sse_out::stream(s, ctx, limits, dep.pricing, &headers),
+    }
+}

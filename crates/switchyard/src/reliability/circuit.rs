@@ -1,0 +1,308 @@
+//! Per-deployment circuit breaker.
+//!
+//! ```text
+//!            failure rate / consecutive failures / slow p95
+//!   closed ───────────────────────────────────────────────► open
+//!     ▲                                                   │  ▲
+//!     │ probe ok (window reset,                 cooldown  │  │ probe failed
+//!     │ cooldown back to base)                  elapsed   ▼  │ (cooldown ×2, capped)
+//!     └──────────────────────────────────────────────── half_open (one probe)
+//! ```
+//! All state lives in the [`StateStore`]: one record (mode, until, cooldown),
+//! a windowed counter (requests, failures, slow) and a consecutive-failure
+//! counter, so a shared store gives every gateway instance the same breaker.
+//! The request path costs one record read (`admit`) and one counter add
+//! (`record`); thresholds are only evaluated on a failure or a slow answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::time::Instant;
+
+use crate::config::Circuit;
+use crate::error::{ErrorCode, GatewayError, Source};
+use crate::state::store::{Record, StateStore};
+
+/// How long a probe may stay out before another caller may probe instead
+/// (a probe whose request was dropped must not wedge the breaker half-open).
+pub const PROBE_LEASE: Duration = Duration::from_secs(30);
+
+/// The longest cooldown after repeated failed probes: 3× the configured one,
+/// but no more than 20 s, and never below the configured one. So a primary
+/// that recovers is probed, and serves again, within max(cooldown, 20 s).
+pub fn cooldown_cap(base: Duration) -> Duration {
+    base.max((base * 3).min(Duration::from_secs(20)))
+}
+
+/// Does this error count against the deployment's circuit? Only upstream
+/// faults: a client error is the client's, and a 429 means back off, not down.
+pub fn counts_as_failure(err: &GatewayError) -> bool {
+    err.source == Source::Upstream
+        && matches!(
+            err.code,
+            ErrorCode::Overloaded
+                | ErrorCode::UpstreamError
+                | ErrorCode::Timeout
+                | ErrorCode::ConnectionError
+        )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CircuitState {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl CircuitState {
+    /// `/admin/state` `circuit` and the `switchyard_circuit_state{state}` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CircuitState::Closed => "closed",
+            CircuitState::Open => "open",
+            CircuitState::HalfOpen => "half_open",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    Allowed,
+    /// The one trial request of a half-open breaker; report it with `probe: true`.
+    Probe,
+    Rejected {
+        retry_in: Duration,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// `false` when [`counts_as_failure`] said so.
+    pub ok: bool,
+    pub latency: Duration,
+    /// This was the request [`Admit::Probe`] let through.
+    pub probe: bool,
+}
+
+/// A state change, for the decision log and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    pub from: CircuitState,
+    pub to: CircuitState,
+    pub reason: &'static str,
+}
+
+// Record layout: [mode, until_ms, cooldown_ms, 0]. No record = closed, base cooldown.
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+const FORCED_OPEN: u64 = 3;
+// Windowed counter fields.
+const REQ: usize = 0;
+const FAIL: usize = 1;
+const SLOW: usize = 2;
+
+pub struct Breaker {
+    store: Arc<dyn StateStore>,
+    cfg: ArcSwap<Circuit>,
+    rec_key: Box<str>,
+    win_key: Box<str>,
+    run_key: Box<str>,
+}
+
+impl Breaker {
+    /// `scope` names the deployment in the store (e.g. `dep:openai/gpt-4o`).
+    pub fn new(store: Arc<dyn StateStore>, scope: &str, cfg: Circuit) -> Self {
+        Breaker {
+            store,
+            cfg: ArcSwap::from_pointee(cfg),
+            rec_key: format!("{scope}:cb").into(),
+            win_key: format!("{scope}:cb:win").into(),
+            run_key: format!("{scope}:cb:run").into(),
+        }
+    }
+
+    /// A reload's new settings; the state itself is kept.
+    pub fn set_config(&self, cfg: Circuit) {
+        self.cfg.store(Arc::new(cfg));
+    }
+
+    fn base(&self) -> Duration {
+        self.cfg.load().cooldown
+    }
+
+    fn read(&self, now: Instant) -> Option<Record> {
+        self.store.get(&self.rec_key, now)
+    }
+
+    fn mode(rec: Option<Record>) -> u64 {
+        rec.map_or(CLOSED, |r| r.0[0])
+    }
+
+    fn cooldown_of(&self, rec: Option<Record>) -> Duration {
+        match rec {
+            Some(r) if r.0[2] > 0 => Duration::from_millis(r.0[2]),
+            _ => self.base(),
+        }
+    }
+
+    fn rec(&self, mode: u64, until_ms: u64, cooldown: Duration) -> Record {
+        Record([mode, until_ms, cooldown.as_millis() as u64, 0])
+    }
+
+    pub fn admit(&self, now: Instant) -> Admit {
+        let rec = self.read(now);
+        let now_ms = self.store.millis(now);
+        let until = rec.map_or(0, |r| r.0[1]);
+        let wait = Duration::from_millis(until.saturating_sub(now_ms));
+        match Self::mode(rec) {
+            CLOSED => Admit::Allowed,
+            FORCED_OPEN => Admit::Rejected {
+                retry_in: self.cooldown_of(rec),
+            },
+            // Cooldown or the probe's lease still running.
+            _ if now_ms < until => Admit::Rejected { retry_in: wait },
+            _ => {
+                let claim = self.rec(HALF_OPEN, now_ms + PROBE_LEASE.as_millis() as u64, self.cooldown_of(rec));
+                // Exactly one caller wins the swap; the rest see the lease.
+                if self.store.swap_if(&self.rec_key, rec, Some(claim), None, now) {
+                    Admit::Probe
+                } else {
+                    Admit::Rejected {
+                        retry_in: PROBE_LEASE,
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn state(&self) -> CircuitState {
+        match Self::mode(self.read(Instant::now())) {
+            CLOSED => CircuitState::Closed,
+            HALF_OPEN => CircuitState::HalfOpen,
+            _ => CircuitState::Open,
+        }
+    }
+
+    pub fn record(&self, now: Instant, outcome: Outcome) -> Option<Transition> {
+        let cfg = **self.cfg.load();
+        if outcome.probe {
+            return self.settle_probe(now, outcome.ok);
+        }
+        let slow = cfg.latency_p95.is_some_and(|t| outcome.latency > t);
+        let fail = !outcome.ok;
+        self.store.incr(
+            &self.win_key,
+            cfg.window,
+            now,
+            &[(REQ, 1), (FAIL, i64::from(fail)), (SLOW, i64::from(slow))],
+        );
+        let run = if fail {
+            self.store.incr(&self.run_key, cfg.window, now, &[(0, 1)])
+        } else {
+            self.store.clear(&self.run_key);
+            0
+        };
+        if !fail && !slow {
+            return None;
+        }
+        let rec = self.read(now);
+        if Self::mode(rec) != CLOSED {
+            return None;
+        }
+        let reason = self.trip_reason(&cfg, now, run)?;
+        let cooldown = self.cooldown_of(rec);
+        let open = self.rec(OPEN, self.store.millis(now) + cooldown.as_millis() as u64, cooldown);
+        // Lost race: someone else already moved it; their transition is logged.
+        self.store
+            .swap_if(&self.rec_key, rec, Some(open), None, now)
+            .then_some(Transition {
+                from: CircuitState::Closed,
+                to: CircuitState::Open,
+                reason,
+            })
+    }
+
+    fn trip_reason(&self, cfg: &Circuit, now: Instant, run: i64) -> Option<&'static str> {
+        if cfg.consecutive_failures > 0 && run >= i64::from(cfg.consecutive_failures) {
+            return Some("consecutive_failures");
+        }
+        let mut c = [0i64; 3];
+        self.store.sum(&self.win_key, cfg.window, now, &mut c);
+        if c[REQ] < i64::from(cfg.min_requests.max(1)) {
+            return None;
+        }
+        if c[FAIL] as f64 >= cfg.failure_rate * c[REQ] as f64 {
+            return Some("failure_rate");
+        }
+        // p95 > limit exactly when more than 5% of the samples are over it.
+        if cfg.latency_p95.is_some() && c[SLOW] * 20 > c[REQ] {
+            return Some("latency_p95");
+        }
+        None
+    }
+
+    fn settle_probe(&self, now: Instant, ok: bool) -> Option<Transition> {
+        let rec = self.read(now);
+        if Self::mode(rec) != HALF_OPEN {
+            return None;
+        }
+        let (next, to, reason) = if ok {
+            // Recovered: fresh window, and the cooldown growth is forgotten.
+            (None, CircuitState::Closed, "probe_ok")
+        } else {
+            let grown = (self.cooldown_of(rec) * 2).min(cooldown_cap(self.base()));
+            let until = self.store.millis(now) + grown.as_millis() as u64;
+            (Some(self.rec(OPEN, until, grown)), CircuitState::Open, "probe_failed")
+        };
+        if !self.store.swap_if(&self.rec_key, rec, next, None, now) {
+            return None;
+        }
+        if ok {
+            self.clear_counts();
+        }
+        Some(Transition {
+            from: CircuitState::HalfOpen,
+            to,
+            reason,
+        })
+    }
+
+    fn clear_counts(&self) {
+        self.store.clear(&self.win_key);
+        self.store.clear(&self.run_key);
+    }
+
+    fn set(&self, next: Option<Record>, to: CircuitState, reason: &'static str) -> Transition {
+        let now = Instant::now();
+        let from = self.state();
+        self.store.put(&self.rec_key, next, None, now);
+        Transition { from, to, reason }
+    }
+
+    /// Operator: open until [`Breaker::force_close`] or [`Breaker::reset`].
+    pub fn force_open(&self) -> Transition {
+        let cd = self.cooldown_of(self.read(Instant::now()));
+        self.set(Some(self.rec(FORCED_OPEN, 0, cd)), CircuitState::Open, "forced_open")
+    }
+
+    /// Operator: closed with fresh counts; a grown cooldown is remembered
+    /// (an operator's word is not proof of recovery).
+    pub fn force_close(&self) -> Transition {
+        let cd = self.cooldown_of(self.read(Instant::now()));
+        self.clear_counts();
+        self.set(Some(self.rec(CLOSED, 0, cd)), CircuitState::Closed, "forced_close")
+    }
+
+    /// Operator: forget everything, as if the deployment were new.
+    pub fn reset(&self) -> Transition {
+        self.clear_counts();
+        self.set(None, CircuitState::Closed, "reset")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+}
