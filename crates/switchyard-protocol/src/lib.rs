@@ -11,6 +11,7 @@
 //!   the IR, both as upstream provider and as client-facing dialect.
 
 pub mod anthropic;
+pub mod gemini;
 pub mod ir;
 pub mod openai;
 pub mod passthrough;

@@ -18,7 +18,12 @@ use axum::Router;
 
 use crate::admin;
 use crate::ingress;
+use std::sync::Arc;
+
+use crate::observe::ctx::RequestCtx;
 use crate::observe::decision_log::DecisionSink;
+use crate::observe::metrics::Metrics;
+use crate::state::live::Live;
 use crate::state::live::SharedLive;
 use crate::upstream::HttpClients;
 
@@ -29,6 +34,25 @@ pub struct App {
     pub http: HttpClients,
     /// Where `POST /admin/reload` and SIGHUP read the config from.
     pub config_path: Option<PathBuf>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl App {
+    /// A fresh per-request context.
+    pub fn request_ctx(
+        &self,
+        request_id: &str,
+        headers: &http::HeaderMap,
+        live: &Live,
+    ) -> RequestCtx {
+        RequestCtx::new(
+            request_id.to_owned(),
+            crate::ingress::trace_id(headers),
+            live.config.version.clone(),
+            self.decisions.clone(),
+            Some(self.metrics.clone()),
+        )
+    }
 }
 
 pub fn client_router(app: App) -> Router {
@@ -46,6 +70,7 @@ pub fn admin_router(app: App) -> Router {
     Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
+        .route("/metrics", get(admin::metrics))
         .route("/admin/reload", post(admin::reload))
         .with_state(app)
 }

@@ -63,6 +63,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         decisions: opts.decisions,
         http,
         config_path: opts.config_path,
+        metrics: Default::default(),
     };
     let client = bind(listen).await?;
     let admin = bind(admin_listen).await?;

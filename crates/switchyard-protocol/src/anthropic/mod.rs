@@ -14,11 +14,13 @@
 //! Field rules follow `fixtures/providers/MAPPING.md`; deliberate deviations
 //! are listed on the functions that make them.
 
+mod params_in;
 mod request_in;
 mod request_out;
 mod response;
 mod stream_in;
 mod stream_out;
+mod tools_out;
 mod wire;
 
 pub use crate::openai::FieldError;

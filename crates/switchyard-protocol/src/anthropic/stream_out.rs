@@ -96,12 +96,16 @@ struct BlockDelta<'a> {
 }
 
 #[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 enum DeltaBody<'a> {
-    TextDelta { text: &'a str },
-    ThinkingDelta { thinking: &'a str },
-    SignatureDelta { signature: &'a str },
-    InputJsonDelta { partial_json: &'a str },
+    #[serde(rename = "text_delta")]
+    Text { text: &'a str },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: &'a str },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: &'a str },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: &'a str },
 }
 
 #[derive(Serialize)]
@@ -172,7 +176,7 @@ impl StreamEncoder {
             StreamEvent::TextDelta(t) if t.is_empty() => {}
             StreamEvent::TextDelta(text) => {
                 let index = self.ensure_open(Open::Text, &mut out);
-                out.push(delta(index, DeltaBody::TextDelta { text }));
+                out.push(delta(index, DeltaBody::Text { text }));
             }
             StreamEvent::ReasoningDelta { text, signature } => {
                 if text.is_empty() && signature.is_none() {
@@ -180,10 +184,10 @@ impl StreamEncoder {
                 }
                 let index = self.ensure_open(Open::Thinking, &mut out);
                 if !text.is_empty() {
-                    out.push(delta(index, DeltaBody::ThinkingDelta { thinking: text }));
+                    out.push(delta(index, DeltaBody::Thinking { thinking: text }));
                 }
                 if let Some(signature) = signature {
-                    out.push(delta(index, DeltaBody::SignatureDelta { signature }));
+                    out.push(delta(index, DeltaBody::Signature { signature }));
                 }
             }
             StreamEvent::ToolCallStart { index, id, name } => {
@@ -204,13 +208,13 @@ impl StreamEncoder {
                 };
                 out.push(block_start(block, content_block));
                 let partial_json = "";
-                out.push(delta(block, DeltaBody::InputJsonDelta { partial_json }));
+                out.push(delta(block, DeltaBody::InputJson { partial_json }));
             }
             StreamEvent::ToolCallDelta { index, arguments } => {
                 // Deltas go to their call's block even if another opened since.
                 if let Some(Some(block)) = self.tool_blocks.get(*index as usize) {
                     let partial_json = arguments.as_str();
-                    out.push(delta(*block, DeltaBody::InputJsonDelta { partial_json }));
+                    out.push(delta(*block, DeltaBody::InputJson { partial_json }));
                 }
             }
             StreamEvent::Usage(u) => {

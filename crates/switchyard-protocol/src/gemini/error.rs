@@ -90,10 +90,20 @@ fn convert(e: Status) -> GeminiError {
     }
 }
 
-/// A protobuf JSON `Duration`: `"17s"`, `"34.4s"`.
+/// A protobuf JSON `Duration`: `"17s"`, `"34.4s"` (decimal, parsed exactly).
 fn seconds(s: &str) -> Option<Duration> {
-    let n: f64 = s.trim().strip_suffix('s')?.parse().ok()?;
-    Duration::try_from_secs_f64(n).ok()
+    let s = s.trim().strip_suffix('s')?;
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) || frac.len() > 9 {
+        return None;
+    }
+    let nanos = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u32>().ok()? * 10u32.pow(9 - frac.len() as u32)
+    };
+    Some(Duration::new(whole.parse().ok()?, nanos))
 }
 
 /// "… Please retry in 36.4s." in newer quota messages.

@@ -193,6 +193,8 @@ struct Turn<'a> {
     calls: Vec<&'a str>,
     /// Index of the first message that went into this turn.
     first_message: usize,
+    /// Index of the first tool message that went into this turn.
+    first_result: Option<usize>,
 }
 
 struct Contents<'a> {
@@ -250,6 +252,7 @@ impl<'a> Contents<'a> {
                 parts: Vec::new(),
                 calls: Vec::new(),
                 first_message: message,
+                first_result: None,
             });
         }
         self.turns.last_mut().expect("just pushed")
@@ -292,7 +295,9 @@ impl<'a> Contents<'a> {
             function_response: Some(OutFunctionResponse { name, response }),
             ..Default::default()
         };
-        self.turn("user", i).responses.push((position, part));
+        let turn = self.turn("user", i);
+        turn.first_result.get_or_insert(i);
+        turn.responses.push((position, part));
         Ok(())
     }
 
@@ -312,7 +317,7 @@ impl<'a> Contents<'a> {
             let answered = t.responses.len();
             if answered != calls {
                 return Err(ConvertError::new(
-                    format!("messages[{}]", t.first_message),
+                    format!("messages[{}]", t.first_result.unwrap_or(t.first_message)),
                     format!(
                         "Gemini needs exactly one tool result per tool call of the \
                          preceding assistant message: {calls} call(s), {answered} result(s)"
@@ -413,12 +418,11 @@ fn model_parts<'a>(
     }
     if let Some(sig) = signature {
         let home = parts
-            .iter_mut()
-            .rev()
-            .find(|p| p.text.is_some() && p.thought.is_none())
-            .or_else(|| parts.iter_mut().rev().find(|p| p.thought.is_some()));
-        if let Some(p) = home {
-            p.thought_signature = Some(sig);
+            .iter()
+            .rposition(|p| p.text.is_some() && p.thought.is_none())
+            .or_else(|| parts.iter().rposition(|p| p.thought.is_some()));
+        if let Some(k) = home {
+            parts[k].thought_signature = Some(sig);
         }
     }
     Ok((parts, calls))
@@ -496,7 +500,10 @@ fn tool_config(c: &ir::ToolChoice) -> ToolConfig<'_> {
     }
 }
 
-fn generation_config<'a>(req: &'a ir::ChatRequest, target: &Target) -> Option<GenerationConfig<'a>> {
+fn generation_config<'a>(
+    req: &'a ir::ChatRequest,
+    target: &Target,
+) -> Option<GenerationConfig<'a>> {
     let (mime, schema) = match &req.response_format {
         Some(ir::ResponseFormat::JsonObject) => (Some("application/json"), None),
         Some(ir::ResponseFormat::JsonSchema { schema, .. }) => {

@@ -35,7 +35,9 @@ impl fmt::Display for DecodeError {
                     None => Ok(()),
                 }
             }
-            DecodeError::Upstream(e) => write!(f, "Gemini error {} {}: {}", e.code, e.status, e.message),
+            DecodeError::Upstream(e) => {
+                write!(f, "Gemini error {} {}: {}", e.code, e.status, e.message)
+            }
             DecodeError::NoCandidates => f.write_str("Gemini returned no candidates"),
         }
     }
@@ -48,10 +50,14 @@ pub fn finish_reason(raw: &str, made_calls: bool) -> FinishReason {
     match raw {
         "STOP" if made_calls => FinishReason::ToolCalls,
         "MAX_TOKENS" => FinishReason::Length,
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII"
-        | "IMAGE_SAFETY" | "IMAGE_PROHIBITED_CONTENT" | "IMAGE_RECITATION" => {
-            FinishReason::ContentFilter
-        }
+        "SAFETY"
+        | "RECITATION"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION" => FinishReason::ContentFilter,
         "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" | "TOO_MANY_TOOL_CALLS" => {
             FinishReason::Error
         }

@@ -113,7 +113,10 @@ impl Sanitizer<'_> {
             }
         }
         if let Some(f) = obj.get("format").and_then(Value::as_str) {
-            if matches!(f, "date-time" | "enum" | "int32" | "int64" | "float" | "double") {
+            if matches!(
+                f,
+                "date-time" | "enum" | "int32" | "int64" | "float" | "double"
+            ) {
                 out.insert("format".into(), Value::String(f.to_owned()));
             }
         }

@@ -123,12 +123,20 @@ impl StreamTranslator {
                     .response_id
                     .clone()
                     .unwrap_or_else(|| synth_response_id(data)),
-                model: chunk.model_version.as_deref().unwrap_or_default().to_owned(),
+                model: chunk
+                    .model_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_owned(),
                 created: 0,
             });
         }
         let cand = chunk.candidate();
-        for p in cand.iter().filter_map(|c| c.content.as_ref()).flat_map(|c| &c.parts) {
+        for p in cand
+            .iter()
+            .filter_map(|c| c.content.as_ref())
+            .flat_map(|c| &c.parts)
+        {
             self.part(p, out);
         }
         if let Some(u) = chunk.usage_metadata {
@@ -159,7 +167,8 @@ impl StreamTranslator {
             .filter(|s| !s.is_empty())
             .map(str::to_owned);
         if let Some(fc) = &p.function_call {
-            return self.function_call(fc, signature, out);
+            self.function_call(fc, signature, out);
+            return;
         }
         self.close_partial(out);
         let text = p.text.as_deref().unwrap_or_default();
@@ -205,7 +214,9 @@ impl StreamTranslator {
                 .as_deref()
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned)
-                .unwrap_or_else(|| synth_call_id(index as usize, self.response_id.as_deref(), name));
+                .unwrap_or_else(|| {
+                    synth_call_id(index as usize, self.response_id.as_deref(), name)
+                });
             out.push(StreamEvent::ToolCallStart {
                 index,
                 id,

@@ -31,6 +31,18 @@ pub async fn readyz(State(app): State<App>) -> Response {
     }
 }
 
+pub async fn metrics(State(app): State<App>) -> Response {
+    let body = app.metrics.render();
+    (
+        [(
+            http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
 pub async fn reload(State(app): State<App>) -> Response {
     match reload::from_file(&app) {
         Ok(version) => (

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::config;
+use crate::observe::metrics::ResultLabels;
 use crate::state::live::Live;
 
 pub fn from_file(app: &App) -> Result<String, Vec<String>> {
@@ -19,12 +20,20 @@ pub fn from_file(app: &App) -> Result<String, Vec<String>> {
         .and_then(|cfg| Live::build(cfg, &app.http).map_err(|e| vec![e]));
     match result {
         Ok(live) => {
+            app.metrics
+                .config_reloads
+                .get_or_create(&ResultLabels { result: "ok" })
+                .inc();
             let version = live.config.version.clone();
             app.live.store(Arc::new(live));
             tracing::info!(config_version = %version, "config reloaded");
             Ok(version)
         }
         Err(errors) => {
+            app.metrics
+                .config_reloads
+                .get_or_create(&ResultLabels { result: "error" })
+                .inc();
             for e in &errors {
                 tracing::error!("config reload rejected: {e}");
             }

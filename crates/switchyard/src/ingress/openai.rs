@@ -10,22 +10,16 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use switchyard_protocol::openai::parse_request;
 
-use super::{auth, body, pipeline, request_id, respond, trace_id};
+use super::{auth, body, pipeline, request_id, respond};
 use crate::adapters::Inbound;
 use crate::app::App;
 use crate::error::GatewayError;
-use crate::observe::ctx::RequestCtx;
 use crate::state::live::Target;
 
 pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
     let live = app.live.load_full();
     let rid = request_id(&headers);
-    let mut ctx = RequestCtx::new(
-        rid.clone(),
-        trace_id(&headers),
-        live.config.version.clone(),
-        app.decisions.clone(),
-    );
+    let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result = async {
         let client = auth::authenticate(&live, &headers)?;
         ctx.client = client.map(|c| c.id.clone());

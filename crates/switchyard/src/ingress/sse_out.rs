@@ -83,6 +83,7 @@ pub fn stream(
                 if let Some(a) = ctx.attempts.last_mut() {
                     a.outcome = e.code.as_str();
                 }
+                ctx.interrupted = true;
                 yield Ok(upstream.error_frame(&e));
                 ctx.finish(200, Some(&e));
             }

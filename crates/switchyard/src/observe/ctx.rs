@@ -8,13 +8,20 @@ use serde::Serialize;
 use switchyard_protocol::ir::Usage;
 use tokio::time::Instant;
 
+use std::sync::Arc;
+
 use super::decision_log::DecisionSink;
+use super::metrics::{
+    AttemptLabels, DeploymentLabels, Metrics, ReasonLabels, RequestLabels, RouteLabels, TokenLabels,
+};
 use crate::config::Pricing;
 use crate::error::GatewayError;
 
 #[derive(Debug, Serialize)]
 pub struct AttemptLog {
     pub deployment: String,
+    #[serde(skip)]
+    pub provider: String,
     /// `ok` or a contract §4 code.
     pub outcome: &'static str,
     pub status: Option<u16>,
@@ -28,9 +35,10 @@ fn ms(d: Duration) -> f64 {
 }
 
 impl AttemptLog {
-    pub fn ok(deployment: &str, latency: Duration, ttfb: Duration) -> Self {
+    pub fn ok(deployment: &str, provider: &str, latency: Duration, ttfb: Duration) -> Self {
         AttemptLog {
             deployment: deployment.to_owned(),
+            provider: provider.to_owned(),
             outcome: "ok",
             status: Some(200),
             latency_ms: ms(latency),
@@ -39,9 +47,10 @@ impl AttemptLog {
         }
     }
 
-    pub fn failed(deployment: &str, e: &GatewayError, latency: Duration) -> Self {
+    pub fn failed(deployment: &str, provider: &str, e: &GatewayError, latency: Duration) -> Self {
         AttemptLog {
             deployment: deployment.to_owned(),
+            provider: provider.to_owned(),
             outcome: e.code.as_str(),
             status: e.upstream_status,
             latency_ms: ms(latency),
@@ -97,6 +106,11 @@ pub struct RequestCtx {
     sink: DecisionSink,
     #[serde(skip)]
     emitted: bool,
+    #[serde(skip)]
+    metrics: Option<Arc<Metrics>>,
+    /// The stream broke after its first byte reached the client.
+    #[serde(skip)]
+    pub interrupted: bool,
 }
 
 impl RequestCtx {
@@ -105,7 +119,11 @@ impl RequestCtx {
         trace_id: Option<String>,
         config_version: String,
         sink: DecisionSink,
+        metrics: Option<Arc<Metrics>>,
     ) -> Self {
+        if let Some(m) = &metrics {
+            m.inflight.inc();
+        }
         RequestCtx {
             ts: humantime_now(),
             request_id,
@@ -132,6 +150,8 @@ impl RequestCtx {
             started: Instant::now(),
             sink,
             emitted: false,
+            metrics,
+            interrupted: false,
         }
     }
 
@@ -157,10 +177,88 @@ impl RequestCtx {
         self.status = status;
         self.error = error.map(|e| e.code.as_str());
         self.duration_ms = ms(self.started.elapsed());
+        if let Some(m) = self.metrics.take() {
+            self.record(&m);
+        }
         if self.sink.is_on() {
             if let Ok(line) = serde_json::to_string(self) {
                 self.sink.write(line);
             }
+        }
+    }
+}
+
+impl RequestCtx {
+    /// The request's contribution to the Prometheus metrics, written once.
+    fn record(&self, m: &Metrics) {
+        m.inflight.dec();
+        let route = self.route.clone().unwrap_or_default();
+        let deployment = self.selected.clone().unwrap_or_default();
+        let stream = if self.stream { "true" } else { "false" }.to_owned();
+        let status = match self.error {
+            Some(code) => code.to_owned(),
+            None => self.status.to_string(),
+        };
+        m.requests
+            .get_or_create(&RequestLabels {
+                route: route.clone(),
+                deployment: deployment.clone(),
+                status,
+                stream: stream.clone(),
+            })
+            .inc();
+        m.duration
+            .get_or_create(&RouteLabels { route, stream })
+            .observe(self.duration_ms / 1e3);
+        for a in &self.attempts {
+            m.attempts
+                .get_or_create(&AttemptLabels {
+                    deployment: a.deployment.clone(),
+                    provider: a.provider.clone(),
+                    code: a.outcome.to_owned(),
+                })
+                .inc();
+        }
+        if let Some(reason) = self.fallback_reason {
+            m.fallbacks
+                .get_or_create(&ReasonLabels {
+                    reason: reason.to_owned(),
+                })
+                .inc();
+        }
+        if deployment.is_empty() {
+            return;
+        }
+        let dep = DeploymentLabels {
+            deployment: deployment.clone(),
+        };
+        if let Some(ttfb) = self.attempts.iter().rev().find_map(|a| a.ttfb_ms) {
+            m.ttft.get_or_create(&dep).observe(ttfb / 1e3);
+        }
+        for (kind, n) in [
+            ("input", self.tokens.input),
+            ("output", self.tokens.output),
+            ("cached_input", self.tokens.cached),
+        ] {
+            if n > 0 {
+                m.tokens
+                    .get_or_create(&TokenLabels {
+                        deployment: deployment.clone(),
+                        kind,
+                    })
+                    .inc_by(n);
+            }
+        }
+        if let Some(c) = self.cost_usd {
+            m.cost_usd.get_or_create(&dep).inc_by(c);
+        }
+        if self.skipped_events > 0 {
+            m.events_skipped
+                .get_or_create(&dep)
+                .inc_by(u64::from(self.skipped_events));
+        }
+        if self.interrupted {
+            m.stream_interruptions.get_or_create(&dep).inc();
         }
     }
 }

@@ -4,4 +4,5 @@
 pub mod ctx;
 pub mod decision_log;
 pub mod logging;
+pub mod metrics;
 pub mod redact;

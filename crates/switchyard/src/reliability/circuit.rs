@@ -164,9 +164,16 @@ impl Breaker {
             // Cooldown or the probe's lease still running.
             _ if now_ms < until => Admit::Rejected { retry_in: wait },
             _ => {
-                let claim = self.rec(HALF_OPEN, now_ms + PROBE_LEASE.as_millis() as u64, self.cooldown_of(rec));
+                let claim = self.rec(
+                    HALF_OPEN,
+                    now_ms + PROBE_LEASE.as_millis() as u64,
+                    self.cooldown_of(rec),
+                );
                 // Exactly one caller wins the swap; the rest see the lease.
-                if self.store.swap_if(&self.rec_key, rec, Some(claim), None, now) {
+                if self
+                    .store
+                    .swap_if(&self.rec_key, rec, Some(claim), None, now)
+                {
                     Admit::Probe
                 } else {
                     Admit::Rejected {
@@ -213,7 +220,11 @@ impl Breaker {
         }
         let reason = self.trip_reason(&cfg, now, run)?;
         let cooldown = self.cooldown_of(rec);
-        let open = self.rec(OPEN, self.store.millis(now) + cooldown.as_millis() as u64, cooldown);
+        let open = self.rec(
+            OPEN,
+            self.store.millis(now) + cooldown.as_millis() as u64,
+            cooldown,
+        );
         // Lost race: someone else already moved it; their transition is logged.
         self.store
             .swap_if(&self.rec_key, rec, Some(open), None, now)
@@ -254,7 +265,11 @@ impl Breaker {
         } else {
             let grown = (self.cooldown_of(rec) * 2).min(cooldown_cap(self.base()));
             let until = self.store.millis(now) + grown.as_millis() as u64;
-            (Some(self.rec(OPEN, until, grown)), CircuitState::Open, "probe_failed")
+            (
+                Some(self.rec(OPEN, until, grown)),
+                CircuitState::Open,
+                "probe_failed",
+            )
         };
         if !self.store.swap_if(&self.rec_key, rec, next, None, now) {
             return None;
@@ -284,7 +299,11 @@ impl Breaker {
     /// Operator: open until [`Breaker::force_close`] or [`Breaker::reset`].
     pub fn force_open(&self) -> Transition {
         let cd = self.cooldown_of(self.read(Instant::now()));
-        self.set(Some(self.rec(FORCED_OPEN, 0, cd)), CircuitState::Open, "forced_open")
+        self.set(
+            Some(self.rec(FORCED_OPEN, 0, cd)),
+            CircuitState::Open,
+            "forced_open",
+        )
     }
 
     /// Operator: closed with fresh counts; a grown cooldown is remembered
@@ -292,7 +311,11 @@ impl Breaker {
     pub fn force_close(&self) -> Transition {
         let cd = self.cooldown_of(self.read(Instant::now()));
         self.clear_counts();
-        self.set(Some(self.rec(CLOSED, 0, cd)), CircuitState::Closed, "forced_close")
+        self.set(
+            Some(self.rec(CLOSED, 0, cd)),
+            CircuitState::Closed,
+            "forced_close",
+        )
     }
 
     /// Operator: forget everything, as if the deployment were new.

@@ -140,7 +140,11 @@ fn quantile(hist: &[i64], q: f64) -> Option<f64> {
     for (i, &count) in hist.iter().enumerate() {
         let count = count as f64;
         if count > 0.0 && seen + count >= rank {
-            let lo = if i == 0 { 0.0 } else { f64::from(BOUNDS_MS[i - 1]) };
+            let lo = if i == 0 {
+                0.0
+            } else {
+                f64::from(BOUNDS_MS[i - 1])
+            };
             let hi = BOUNDS_MS.get(i).map_or(lo * 2.0, |&b| f64::from(b));
             return Some(lo + (hi - lo) * (rank - seen) / count);
         }

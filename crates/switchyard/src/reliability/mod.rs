@@ -3,6 +3,11 @@
 //! reached the client (streams are opened up to their first event inside the
 //! attempt). Every attempt is recorded for the decision log.
 
+pub mod circuit;
+pub mod health;
+pub mod limits;
+pub mod retry;
+
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -35,8 +40,12 @@ pub async fn execute(
         match result {
             Ok(answer) => {
                 let ttfb = answer.ttfb();
-                ctx.attempts
-                    .push(AttemptLog::ok(&cand.dep.cfg.id, latency, ttfb));
+                ctx.attempts.push(AttemptLog::ok(
+                    &cand.dep.cfg.id,
+                    &cand.dep.cfg.provider,
+                    latency,
+                    ttfb,
+                ));
                 return Ok(Served {
                     answer,
                     dep: cand.dep.clone(),
@@ -45,8 +54,12 @@ pub async fn execute(
                 });
             }
             Err(e) => {
-                ctx.attempts
-                    .push(AttemptLog::failed(&cand.dep.cfg.id, &e, latency));
+                ctx.attempts.push(AttemptLog::failed(
+                    &cand.dep.cfg.id,
+                    &cand.dep.cfg.provider,
+                    &e,
+                    latency,
+                ));
                 if e.code == ErrorCode::AuthFailed {
                     tracing::error!(deployment = %cand.dep.cfg.id, "upstream rejected the gateway's key: {}", e.message);
                 }

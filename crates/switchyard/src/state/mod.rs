@@ -2,3 +2,5 @@
 //! later issues, the shared state store.
 
 pub mod live;
+pub mod memory;
+pub mod store;

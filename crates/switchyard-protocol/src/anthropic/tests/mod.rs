@@ -1,2 +1,28 @@
-#[test]
-fn placeholder() {}
+mod request;
+mod response;
+mod stream;
+
+use serde_json::Value;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers/");
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn json(s: &[u8]) -> Value {
+    serde_json::from_slice(s).unwrap()
+}
+
+/// Fixture file names in `dir` ending with `suffix`, sorted.
+fn fixtures(dir: &str, suffix: &str) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(format!("{ROOT}{dir}"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(suffix))
+        .map(|n| format!("{dir}/{n}"))
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no {dir}/*{suffix}");
+    out
+}

@@ -1,0 +1,457 @@
+use bytes::Bytes;
+
+use super::response::RESPONSES;
+use super::*;
+use crate::ir::{FinishReason, StreamEvent};
+use crate::sse::SseDecoder;
+
+/// What a stream told us, accumulated.
+#[derive(Debug, Default)]
+struct Run {
+    events: Vec<StreamEvent>,
+    problems: Vec<StreamProblem>,
+    finished: bool,
+}
+
+impl Run {
+    fn text(&self) -> String {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn reasoning(&self) -> String {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ReasoningDelta { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn signature(&self) -> Option<String> {
+        self.events.iter().rev().find_map(|e| match e {
+            StreamEvent::ReasoningDelta { signature, .. } => signature.clone(),
+            _ => None,
+        })
+    }
+
+    /// (id, name, arguments) per call, arguments concatenated.
+    fn calls(&self) -> Vec<ir::ToolCall> {
+        let mut calls: Vec<ir::ToolCall> = Vec::new();
+        for e in &self.events {
+            match e {
+                StreamEvent::ToolCallStart { index, id, name } => {
+                    assert_eq!(*index as usize, calls.len(), "indexes count calls");
+                    calls.push(ir::ToolCall {
+                        id: id.clone(),
+                        name: name.clone(),
+                        arguments: String::new(),
+                    });
+                }
+                StreamEvent::ToolCallDelta { index, arguments } => {
+                    calls[*index as usize].arguments.push_str(arguments)
+                }
+                _ => {}
+            }
+        }
+        calls
+    }
+
+    fn finishes(&self) -> Vec<FinishReason> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::Finish { reason, .. } => Some(*reason),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn usage(&self) -> Option<ir::Usage> {
+        self.events.iter().rev().find_map(|e| match e {
+            StreamEvent::Usage(u) => Some(*u),
+            _ => None,
+        })
+    }
+}
+
+/// Decode `bytes` in `step`-byte pieces and translate every event.
+fn run(bytes: &[u8], step: usize) -> Run {
+    let mut dec = SseDecoder::new();
+    let mut t = StreamTranslator::new();
+    let mut r = Run::default();
+    let mut feed = |ev: crate::sse::SseEvent, r: &mut Run| {
+        if let Err(p) = t.push_event(&ev, &mut r.events) {
+            r.problems.push(p);
+        }
+    };
+    for piece in bytes.chunks(step) {
+        dec.push(piece);
+        while let Some(ev) = dec.next_event().unwrap() {
+            feed(ev, &mut r);
+        }
+    }
+    if let Some(ev) = dec.finish() {
+        feed(ev, &mut r);
+    }
+    r.finished = t.finished();
+    assert_eq!(
+        t.usage,
+        r.usage(),
+        "the translator's usage is the last event's"
+    );
+    r
+}
+
+fn run_fixture(name: &str) -> Run {
+    let body = fixture(name);
+    let whole = run(body.as_bytes(), body.len().max(1));
+    let split = run(body.as_bytes(), 7);
+    assert_eq!(
+        whole.events, split.events,
+        "{name}: byte splits change nothing"
+    );
+    whole
+}
+
+const STREAMS: &[&str] = &[
+    "gemini/stream_finish_safety.sse",
+    "gemini/stream_function_call_gemini3.sse",
+    "gemini/stream_function_call_partial_args.sse",
+    "gemini/stream_function_call_thinking.sse",
+    "gemini/stream_recitation.sse",
+    "gemini/stream_text.sse",
+    "gemini/stream_text_long.sse",
+];
+
+#[test]
+fn every_stream_fixture_finishes_exactly_once() {
+    for name in STREAMS {
+        let r = run_fixture(name);
+        assert!(r.problems.is_empty(), "{name}: {:?}", r.problems);
+        assert_eq!(r.finishes().len(), 1, "{name}");
+        assert!(r.finished, "{name}");
+        assert!(
+            matches!(r.events.first(), Some(StreamEvent::Start { .. })),
+            "{name}"
+        );
+        assert!(
+            matches!(r.events.last(), Some(StreamEvent::Finish { .. })),
+            "{name}"
+        );
+        assert!(r.usage().is_some(), "{name}");
+        for c in r.calls() {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&c.arguments)
+                .unwrap_or_else(|e| panic!("{name}: whole calls: {e}"));
+        }
+        assert_eq!(r.calls(), run_fixture(name).calls(), "{name}: stable ids");
+    }
+}
+
+#[test]
+fn text_streams() {
+    let r = run_fixture("gemini/stream_text.sse");
+    assert_eq!(r.text(), "The capital of Wyoming is **Cheyenne**.\n");
+    assert_eq!(
+        r.events[0],
+        StreamEvent::Start {
+            id: r
+                .events
+                .iter()
+                .find_map(|e| match e {
+                    StreamEvent::Start { id, .. } => Some(id.clone()),
+                    _ => None,
+                })
+                .unwrap(),
+            model: "gemini-2.0-flash".into(),
+            created: 0
+        }
+    );
+    assert_eq!(r.finishes(), [FinishReason::Stop]);
+    let u = r.usage().unwrap();
+    assert_eq!((u.input_tokens, u.output_tokens), (7, 10));
+
+    let r = run_fixture("gemini/stream_text_long.sse");
+    assert!(r
+        .text()
+        .starts_with("Okay, let's dive into the world of cats and dogs!"));
+    assert_eq!(r.finishes(), [FinishReason::Stop]);
+
+    let r = run_fixture("gemini/stream_recitation.sse");
+    assert_eq!(r.text(), "text1text2text3text4text5text6text7text8");
+    assert_eq!(r.finishes(), [FinishReason::ContentFilter]);
+    assert_eq!(r.usage().unwrap().output_tokens, 261);
+    assert!(
+        matches!(r.events.last(), Some(StreamEvent::Finish { raw: Some(raw), .. }) if raw == "RECITATION")
+    );
+
+    let r = run_fixture("gemini/stream_finish_safety.sse");
+    assert_eq!(r.finishes(), [FinishReason::ContentFilter]);
+}
+
+#[test]
+fn function_call_streams() {
+    let r = run_fixture("gemini/stream_function_call_gemini3.sse");
+    let calls = r.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].name.as_str(), calls[0].arguments.as_str()),
+        ("weather", r#"{"location":"San Francisco"}"#)
+    );
+    assert_eq!(
+        calls[0].id,
+        synth_call_id(0, Some("b36LacjwM668nsEP2tbsgQQ"), "weather")
+    );
+    assert!(r.signature().unwrap().starts_with("EqUCCqIC"));
+    assert_eq!(r.finishes(), [FinishReason::ToolCalls]);
+    assert_eq!(r.text(), "");
+    // The same call as the recorded non-stream answer (a different exchange,
+    // so only the id's tag differs).
+    let whole =
+        decode_response(fixture("gemini/generate_function_call.response.json").as_bytes()).unwrap();
+    assert_eq!(
+        (&whole.tool_calls[0].name, &whole.tool_calls[0].arguments),
+        (&calls[0].name, &calls[0].arguments)
+    );
+
+    let r = run_fixture("gemini/stream_function_call_thinking.sse");
+    assert!(r.reasoning().starts_with("**Calculating the Days**"));
+    let calls = r.calls();
+    assert_eq!(
+        (
+            calls.len(),
+            calls[0].name.as_str(),
+            calls[0].arguments.as_str()
+        ),
+        (1, "now", "{}")
+    );
+    assert_eq!(r.finishes(), [FinishReason::ToolCalls]);
+    assert!(r.signature().unwrap().starts_with("CiIBVKhc"));
+    // The signature event comes right before the call it belongs to.
+    let start = r
+        .events
+        .iter()
+        .position(|e| matches!(e, StreamEvent::ToolCallStart { .. }))
+        .unwrap();
+    assert!(
+        matches!(&r.events[start - 1], StreamEvent::ReasoningDelta { text, signature: Some(_) } if text.is_empty())
+    );
+
+    let r = run_fixture("gemini/stream_function_call_partial_args.sse");
+    let args: Vec<(String, String)> = r
+        .calls()
+        .into_iter()
+        .map(|c| (c.name, c.arguments))
+        .collect();
+    assert_eq!(
+        args,
+        [
+            (
+                "getWeather".to_owned(),
+                r#"{"location":"Boston"}"#.to_owned()
+            ),
+            (
+                "getWeather".to_owned(),
+                r#"{"location":"San Francisco"}"#.to_owned()
+            )
+        ]
+    );
+    assert_eq!(r.finishes(), [FinishReason::ToolCalls]);
+    assert_eq!(r.usage().unwrap().output_tokens, 23 + 132);
+}
+
+#[test]
+fn blocked_and_broken_streams() {
+    let r = run_fixture("gemini/stream_prompt_blocked.sse");
+    assert_eq!(
+        r.problems,
+        [StreamProblem::PromptBlocked {
+            reason: "SAFETY".into(),
+            message: None
+        }]
+    );
+    assert!(r.events.is_empty() && !r.finished);
+
+    let r = run_fixture("gemini/stream_error_midstream.txt");
+    assert_eq!(r.text(), "First Second ");
+    assert_eq!(r.finishes().len(), 1);
+    match r.problems.as_slice() {
+        [StreamProblem::StreamError(e)] => {
+            assert_eq!((e.code, e.status.as_str()), (499, "CANCELLED"));
+            assert_eq!(e.message, "The operation was cancelled.");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let mut t = StreamTranslator::new();
+    let mut out = Vec::new();
+    assert!(matches!(
+        t.push(b"{not json", &mut out),
+        Err(StreamProblem::Unparsable(_))
+    ));
+    let err = br#"{"error": {"code": 500, "message": "boom", "status": "INTERNAL"}}"#;
+    assert!(matches!(t.push(err, &mut out), Err(StreamProblem::StreamError(e)) if e.code == 500));
+    assert!(out.is_empty());
+}
+
+/// A whole answer as the IR events a stream of it would give.
+fn events_of(r: &ir::ChatResponse) -> Vec<StreamEvent> {
+    let mut ev = vec![StreamEvent::Start {
+        id: r.id.clone(),
+        model: r.model.clone(),
+        created: 0,
+    }];
+    if let Some(t) = &r.reasoning {
+        ev.push(StreamEvent::ReasoningDelta {
+            text: t.clone(),
+            signature: None,
+        });
+    }
+    if let Some(t) = &r.text {
+        ev.push(StreamEvent::TextDelta(t.clone()));
+    }
+    if r.reasoning_signature.is_some() {
+        ev.push(StreamEvent::ReasoningDelta {
+            text: String::new(),
+            signature: r.reasoning_signature.clone(),
+        });
+    }
+    for (i, c) in r.tool_calls.iter().enumerate() {
+        ev.push(StreamEvent::ToolCallStart {
+            index: i as u32,
+            id: c.id.clone(),
+            name: c.name.clone(),
+        });
+        // Fragmented, as an OpenAI upstream would send them.
+        let (a, b) = c.arguments.split_at(c.arguments.len() / 2);
+        for part in [a, b] {
+            ev.push(StreamEvent::ToolCallDelta {
+                index: i as u32,
+                arguments: part.to_owned(),
+            });
+        }
+    }
+    ev.push(StreamEvent::Finish {
+        reason: r.finish_reason,
+        raw: r.raw_finish_reason.clone(),
+    });
+    ev.push(StreamEvent::Usage(r.usage));
+    ev
+}
+
+fn encode_stream(events: &[StreamEvent]) -> Vec<u8> {
+    let mut enc = StreamEncoder::new();
+    let mut frames: Vec<Bytes> = Vec::new();
+    for e in events {
+        enc.push(e, &mut frames);
+    }
+    enc.finish(&mut frames);
+    enc.finish(&mut frames);
+    for f in &frames {
+        assert!(
+            f.starts_with(b"data: {") && f.ends_with(b"}\r\n\r\n"),
+            "{f:?}"
+        );
+    }
+    frames.concat()
+}
+
+/// Whole answer → stream frames → translator: the same text, reasoning,
+/// calls (ids included), finish and usage as the non-stream decode.
+#[test]
+fn streamed_and_whole_answers_agree() {
+    for name in RESPONSES {
+        let whole = decode_response(fixture(name).as_bytes()).unwrap();
+        let r = run(&encode_stream(&events_of(&whole)), 64);
+        assert!(r.problems.is_empty(), "{name}");
+        assert_eq!(r.text(), whole.text.clone().unwrap_or_default(), "{name}");
+        assert_eq!(
+            r.reasoning(),
+            whole.reasoning.clone().unwrap_or_default(),
+            "{name}"
+        );
+        assert_eq!(r.signature(), whole.reasoning_signature, "{name}");
+        if fixture(name).contains("\"responseId\"") {
+            assert_eq!(r.calls(), whole.tool_calls, "{name}");
+        }
+        let names: Vec<_> = r
+            .calls()
+            .into_iter()
+            .map(|c| (c.name, c.arguments))
+            .collect();
+        let want: Vec<_> = whole
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.clone(), c.arguments.clone()))
+            .collect();
+        assert_eq!(names, want, "{name}");
+        assert_eq!(r.finishes(), [whole.finish_reason], "{name}");
+        assert_eq!(r.usage().unwrap_or_default(), whole.usage, "{name}");
+    }
+}
+
+const OPENAI_STREAMS: &[&str] = &[
+    "openai/stream_error_midstream.sse",
+    "openai/stream_finish_length.sse",
+    "openai/stream_json_object.sse",
+    "openai/stream_multiple_choices_n3.sse",
+    "openai/stream_refusal_content_null.sse",
+    "openai/stream_text_usage.sse",
+    "openai/stream_text_usage_2024.sse",
+    "openai/stream_tool_call.sse",
+    "openai/stream_tool_call_strict.sse",
+    "openai/stream_tool_calls_parallel.sse",
+];
+
+/// OpenAI stream → IR → Gemini frames → IR: nothing a client sees changes.
+#[test]
+fn openai_streams_round_trip_through_gemini_frames() {
+    for name in OPENAI_STREAMS {
+        let body = fixture(name);
+        let mut dec = SseDecoder::new();
+        dec.push(body.as_bytes());
+        let mut t = crate::openai::StreamTranslator::default();
+        let mut events = Vec::new();
+        let mut next = || dec.next_event().unwrap().or_else(|| dec.finish());
+        while let Some(ev) = next() {
+            let Some(data) = ev.data.as_ref().filter(|_| !ev.is_done_sentinel()) else {
+                continue;
+            };
+            if let Ok(c) = crate::openai::peek_chunk(data) {
+                t.push(&c, &mut events);
+            }
+        }
+        if let Some(reason) = t.finish {
+            events.push(StreamEvent::Finish { reason, raw: None });
+        }
+        let original = Run {
+            events,
+            ..Default::default()
+        };
+        let back = run(&encode_stream(&original.events), 5);
+        assert!(back.problems.is_empty(), "{name}: {:?}", back.problems);
+        assert_eq!(back.text(), original.text(), "{name}");
+        assert_eq!(back.reasoning(), original.reasoning(), "{name}");
+        let parsed = |r: &Run| -> Vec<(String, serde_json::Value)> {
+            r.calls()
+                .into_iter()
+                .map(|c| (c.name, serde_json::from_str(&c.arguments).unwrap()))
+                .collect()
+        };
+        assert_eq!(parsed(&back), parsed(&original), "{name}");
+        assert_eq!(back.finishes(), original.finishes(), "{name}");
+        let usage = |r: &Run| {
+            r.usage().map(|u| ir::Usage {
+                cache_write_tokens: 0,
+                ..u
+            })
+        };
+        assert_eq!(usage(&back), usage(&original), "{name}");
+    }
+}

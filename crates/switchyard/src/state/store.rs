@@ -1,0 +1,271 @@
+//! The state store: every circuit, limit and health number lives behind
+//! [`StateStore`], so one gateway or a fleet sharing Redis see the same
+//! state. The in-memory [`MemoryStore`](super::memory::MemoryStore) is the
+//! default; [`Registry`] owns each deployment's reliability state and keeps
+//! it across config reloads.
+//!
+//! Why a synchronous trait, and `Arc<dyn StateStore>`:
+//! - `route::plan` is pure and sync, and the hot path must not wait on a
+//!   network round trip per request. A Redis backend is therefore meant to be
+//!   local-first: it applies each op to an in-process `MemoryStore` and a
+//!   background task pushes deltas and pulls fleet-wide values every ~100 ms.
+//!   Every op below maps onto Redis (column on the right) for that sync.
+//! - The backend is picked at run time from `state.backend`; `dyn` keeps the
+//!   registry's types plain, and one virtual call is noise next to hashing.
+//!
+//! | op | meaning | Redis |
+//! |---|---|---|
+//! | `incr`/`sum`/`clear` | sliding-window counters, a few fields per key | `HINCRBY key:{bucket} field n` + `PEXPIRE`; sum the buckets; `DEL` |
+//! | `get`/`put`/`swap_if` | small records with TTL; compare-and-set | `GET`, `SET PX`, a Lua CAS (per instance when local-first) |
+//! | `ewma`/`scalar` | damped averages | `SET` last value; readers average |
+//! | `gauge_add` | in-flight counts | `INCRBY key:{instance}` with TTL; sum |
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::error::{ErrorCode, GatewayError};
+use crate::reliability::circuit::{self, Breaker, Outcome, Transition};
+use crate::reliability::health::{Health, KeyState, KeyTracker};
+use crate::reliability::limits::{DeploymentLimits, RateCounter, Scope};
+use crate::reliability::retry::RetryBudget;
+
+/// A small fixed record (what a breaker or a key status needs); callers give
+/// the fields meaning. Fixed size: no allocation to read or compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record(pub [u64; 4]);
+
+pub trait StateStore: Send + Sync {
+    /// The store's clock in ms, for times kept inside records.
+    fn millis(&self, now: Instant) -> u64;
+
+    /// Adds each `(field, n)` to the current bucket of a sliding window over
+    /// `window`; returns the window's total of the first field afterwards
+    /// (so a limiter adds, then compares, then undoes: no check-then-act race).
+    fn incr(&self, key: &str, window: Duration, now: Instant, deltas: &[(usize, i64)]) -> i64;
+    /// The window's total of fields `0..out.len()` into `out`.
+    fn sum(&self, key: &str, window: Duration, now: Instant, out: &mut [i64]);
+    fn clear(&self, key: &str);
+
+    fn get(&self, key: &str, now: Instant) -> Option<Record>;
+    /// `None` deletes.
+    fn put(&self, key: &str, rec: Option<Record>, ttl: Option<Duration>, now: Instant);
+    /// Sets `new` only if the current value is `expected`; true when it did.
+    fn swap_if(
+        &self,
+        key: &str,
+        expected: Option<Record>,
+        new: Option<Record>,
+        ttl: Option<Duration>,
+        now: Instant,
+    ) -> bool;
+
+    /// `v += alpha·(sample − v)`, `v` starting at `initial`; returns the new `v`.
+    fn ewma(&self, key: &str, sample: f64, alpha: f64, initial: f64) -> f64;
+    fn scalar(&self, key: &str) -> Option<f64>;
+    /// Adds `delta`; returns the new value.
+    fn gauge_add(&self, key: &str, delta: i64) -> i64;
+}
+
+// === Registry ===
+
+/// One deployment's reliability state.
+pub struct DeploymentState {
+    pub id: String,
+    pub circuit: Breaker,
+    pub health: Health,
+    pub limits: DeploymentLimits,
+    pub retry_budget: RetryBudget,
+    pub keys: KeyTracker,
+}
+
+/// `/admin/state` `deployments[]` entry (contract §5).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeploymentAdmin {
+    pub id: String,
+    pub circuit: &'static str,
+    pub health_score: f64,
+    pub error_rate: f64,
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p95_ms: Option<f64>,
+    pub inflight: i64,
+    pub rpm_used: u64,
+    pub tpm_used: u64,
+    pub keys: Vec<KeyState>,
+}
+
+impl DeploymentState {
+    fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config) -> Self {
+        let scope = format!("dep:{id}");
+        let (provider, p) = provider_of(cfg, id);
+        let labels = p
+            .iter()
+            .flat_map(|p| p.keys.iter().map(|k| k.label.as_str()));
+        DeploymentState {
+            id: id.to_owned(),
+            circuit: Breaker::new(
+                store.clone(),
+                &scope,
+                p.map(|p| p.circuit).unwrap_or_default(),
+            ),
+            health: Health::new(store.clone(), &scope),
+            limits: DeploymentLimits::new(
+                store.clone(),
+                &scope,
+                p.map(|p| p.limits).unwrap_or_default(),
+            ),
+            retry_budget: RetryBudget::new(store.clone(), &scope),
+            keys: KeyTracker::new(store.clone(), provider, labels),
+        }
+    }
+
+    fn update(&self, cfg: &Config) {
+        let (provider, p) = provider_of(cfg, &self.id);
+        if let Some(p) = p {
+            self.circuit.set_config(p.circuit);
+            self.limits.set_config(p.limits);
+            self.keys
+                .set_keys(provider, p.keys.iter().map(|k| k.label.as_str()));
+        }
+    }
+
+    /// Feeds one finished attempt to the breaker and the health stats.
+    /// A 429 lowers health (steer away) but does not count against the
+    /// circuit; client errors count against neither.
+    pub fn observe(
+        &self,
+        now: Instant,
+        result: Result<(), &GatewayError>,
+        latency: Duration,
+        probe: bool,
+    ) -> Option<Transition> {
+        let failure = result.is_err_and(circuit::counts_as_failure);
+        let limited = result.is_err_and(|e| e.code == ErrorCode::RateLimited);
+        self.health.record(now, !(failure || limited), latency);
+        let outcome = Outcome {
+            ok: !failure,
+            latency,
+            probe,
+        };
+        self.circuit.record(now, outcome)
+    }
+
+    pub fn admin(&self, now: Instant) -> DeploymentAdmin {
+        let circuit = self.circuit.state();
+        let h = self.health.snapshot(now, circuit);
+        let (rpm_used, tpm_used) = self.limits.used(now);
+        DeploymentAdmin {
+            id: self.id.clone(),
+            circuit: circuit.as_str(),
+            health_score: h.health_score,
+            error_rate: h.error_rate,
+            latency_p50_ms: h.latency_p50_ms,
+            latency_p95_ms: h.latency_p95_ms,
+            inflight: h.inflight,
+            rpm_used,
+            tpm_used,
+            keys: self.keys.states(),
+        }
+    }
+}
+
+fn provider_of<'a>(cfg: &'a Config, id: &str) -> (&'a str, Option<&'a crate::config::Provider>) {
+    let name = cfg.deployments.get(id).map_or("", |d| d.provider.as_str());
+    (name, cfg.providers.get(name))
+}
+
+/// A client's rpm/tpm (contract §2 `clients[].rpm|tpm`).
+pub struct ClientLimits {
+    pub rpm: Option<u32>,
+    pub tpm: Option<u64>,
+    pub counter: RateCounter,
+}
+
+/// Per-deployment and per-client state, published as `ArcSwap` maps: a
+/// request does one lock-free load and a hash lookup.
+pub struct Registry {
+    store: Arc<dyn StateStore>,
+    deployments: ArcSwap<HashMap<String, Arc<DeploymentState>>>,
+    clients: ArcSwap<HashMap<String, Arc<ClientLimits>>>,
+    /// Serialises reconciles (reloads), never requests.
+    reconciling: Mutex<()>,
+}
+
+impl Registry {
+    pub fn new(store: Arc<dyn StateStore>) -> Self {
+        Registry {
+            store,
+            deployments: ArcSwap::from_pointee(HashMap::new()),
+            clients: ArcSwap::from_pointee(HashMap::new()),
+            reconciling: Mutex::new(()),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// Adds new deployments, drops removed ones, keeps the state of the rest
+    /// (with their new limits and circuit settings). Counts of a removed
+    /// deployment stay in the store: re-adding it resumes them.
+    pub fn reconcile(&self, cfg: &Config) {
+        let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.deployments.load();
+        let mut next = HashMap::with_capacity(cfg.deployments.len());
+        for id in cfg.deployments.keys() {
+            let dep = match old.get(id) {
+                Some(d) => {
+                    d.update(cfg);
+                    d.clone()
+                }
+                None => Arc::new(DeploymentState::new(&self.store, id, cfg)),
+            };
+            next.insert(id.clone(), dep);
+        }
+        self.deployments.store(Arc::new(next));
+
+        // A client's counts live in the store under its id, so a fresh
+        // counter object after a reload picks them up where they were.
+        let clients = cfg.clients.iter().flatten().map(|c| {
+            let name = format!("client:{}", c.id);
+            let limits = ClientLimits {
+                rpm: c.rpm,
+                tpm: c.tpm,
+                counter: RateCounter::new(self.store.clone(), Scope::Client, &name),
+            };
+            (c.id.clone(), Arc::new(limits))
+        });
+        self.clients.store(Arc::new(clients.collect()));
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<DeploymentState>> {
+        self.deployments.load().get(id).cloned()
+    }
+
+    pub fn client(&self, id: &str) -> Option<Arc<ClientLimits>> {
+        self.clients.load().get(id).cloned()
+    }
+
+    /// `/admin/state` `deployments`, sorted by id.
+    pub fn admin_state(&self) -> Vec<DeploymentAdmin> {
+        let now = Instant::now();
+        let mut list: Vec<_> = self
+            .deployments
+            .load()
+            .values()
+            .map(|d| d.admin(now))
+            .collect();
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+}
