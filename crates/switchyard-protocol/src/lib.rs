@@ -9,6 +9,8 @@
 //!   request body, and conversions to and from the IR.
 //! - [`anthropic`]: Anthropic Messages wire types and conversions to and from
 //!   the IR, both as upstream provider and as client-facing dialect.
+//! - [`gemini`]: Gemini generateContent request encoding, response / stream
+//!   decoding and error bodies (upstream), plus response / stream encoding.
 
 pub mod anthropic;
 pub mod gemini;

@@ -61,6 +61,7 @@ pub fn client_router(app: App) -> Router {
             "/v1/chat/completions",
             post(ingress::openai::chat_completions),
         )
+        .route("/v1/messages", post(ingress::anthropic::messages))
         .route("/v1/models", get(ingress::openai::models))
         .fallback(ingress::respond::not_found)
         .with_state(app)

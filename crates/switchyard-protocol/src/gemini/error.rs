@@ -54,11 +54,12 @@ struct Detail<'a> {
 /// one-element array (non-`alt=sse` streaming). `None` if it is not one.
 pub fn parse_error(body: &[u8]) -> Option<GeminiError> {
     let body = body.trim_ascii();
-    let b: Body = match serde_json::from_slice(body) {
-        Ok(b) => b,
-        Err(_) => serde_json::from_slice::<[Body; 1]>(body)
-            .ok()
-            .map(|[b]| b)?,
+    // Checked by hand: serde would also read a struct from a sequence.
+    let b: Body = if body.starts_with(b"[") {
+        let [b] = serde_json::from_slice::<[Body; 1]>(body).ok()?;
+        b
+    } else {
+        serde_json::from_slice(body).ok()?
     };
     Some(convert(b.error))
 }

@@ -28,6 +28,7 @@
 //! the signature of an assistant's `ContentPart::Reasoning` to the next
 //! non-thought part of that turn (the first function call, else the text).
 
+mod config;
 mod encode;
 mod error;
 mod request;

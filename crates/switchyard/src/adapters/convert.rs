@@ -19,7 +19,13 @@ pub fn answer(
 ) -> Result<JsonAnswer, GatewayError> {
     let upstream = dep.provider.adapter.dialect();
     let client = inbound.dialect();
-    let ir = decode(upstream, &bytes, out)?;
+    let mut ir = decode(upstream, &bytes, out)?;
+    if ir.created == 0 {
+        ir.created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+    }
     let body = if upstream == client {
         bytes
     } else {

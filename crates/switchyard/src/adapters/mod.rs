@@ -13,6 +13,7 @@ pub mod anthropic;
 pub mod body;
 pub mod convert;
 pub mod endpoint;
+pub mod errors;
 pub mod gemini;
 pub mod openai;
 pub mod retry_after;

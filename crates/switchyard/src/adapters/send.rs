@@ -9,7 +9,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
-use super::{endpoint, openai, read_body, silent, Adapter, CallInfo};
+use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::state::live::DeploymentRt;
 use crate::upstream::keys;
@@ -45,9 +45,8 @@ pub async fn send(
         Adapter::OpenAi | Adapter::Azure => {
             openai::errors::classify(status, &headers, &body, &secrets)
         }
-        Adapter::Anthropic | Adapter::Gemini => {
-            openai::errors::classify(status, &headers, &body, &secrets)
-        }
+        Adapter::Anthropic => anthropic::errors::classify(status, &headers, &body, &secrets),
+        Adapter::Gemini => gemini::errors::classify(status, &headers, &body, &secrets),
     })
 }
 

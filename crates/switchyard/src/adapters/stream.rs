@@ -14,7 +14,7 @@ use http::Response;
 use hyper::body::Incoming;
 use switchyard_protocol::ir::{FinishReason, StreamEvent, Usage};
 use switchyard_protocol::openai::peek_chunk;
-use switchyard_protocol::sse::{data_frame, SseEvent};
+use switchyard_protocol::sse::{data_frame, named_frame, SseEvent};
 use tokio::time::Instant;
 
 use super::translate::{self, Decoded, Mode};
@@ -142,7 +142,9 @@ impl UpstreamStream {
     /// The client's terminator, after a complete stream.
     pub fn end_frames(&mut self) -> Bytes {
         match &mut self.mode {
-            Mode::OpenAiPass { .. } => translate::pass_end(self.client),
+            Mode::OpenAiPass { .. } | Mode::AnthropicPass { .. } => {
+                translate::pass_end(self.client)
+            }
             Mode::Translate { to, .. } => to.end(),
         }
     }
@@ -155,6 +157,21 @@ impl UpstreamStream {
     fn step(&mut self, ev: &SseEvent) -> Step {
         let step = match &mut self.mode {
             Mode::OpenAiPass { include_usage } => openai_pass(ev, *include_usage, &mut self.seen),
+            Mode::AnthropicPass { peek } => {
+                self.scratch.clear();
+                match translate::anthropic_push(peek, ev, &mut self.scratch) {
+                    Decoded::Done => Step::Done,
+                    Decoded::Unparsable => Step::Skip { unparsable: true },
+                    Decoded::Error(e) => Step::Error(e),
+                    Decoded::Events => {
+                        self.scratch.iter().for_each(|e| self.seen.observe(e));
+                        match &ev.data {
+                            Some(data) => Step::Forward(frame_of(ev, data, ev.event.as_deref())),
+                            None => Step::Skip { unparsable: false },
+                        }
+                    }
+                }
+            }
             Mode::Translate { from, to } => {
                 self.scratch.clear();
                 match from.push(ev, &mut self.scratch) {
@@ -218,16 +235,18 @@ fn openai_pass(ev: &SseEvent, include_usage: bool, seen: &mut Seen) -> Step {
             return Step::Skip { unparsable: false };
         }
     }
-    Step::Forward(frame_of(ev, data))
+    Step::Forward(frame_of(ev, data, None))
 }
 
 /// The event's own bytes when they form a complete frame; a fresh frame for
 /// a trailing event that arrived without its blank line.
-fn frame_of(ev: &SseEvent, data: &Bytes) -> Bytes {
+fn frame_of(ev: &SseEvent, data: &Bytes, name: Option<&[u8]>) -> Bytes {
     if ev.raw.ends_with(b"\n\n") || ev.raw.ends_with(b"\r\n\r\n") || ev.raw.ends_with(b"\r\r") {
-        ev.raw.clone()
-    } else {
-        data_frame(data)
+        return ev.raw.clone();
+    }
+    match name.and_then(|n| std::str::from_utf8(n).ok()) {
+        Some(n) => named_frame(n, data),
+        None => data_frame(data),
     }
 }
 

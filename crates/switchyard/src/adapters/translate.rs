@@ -4,6 +4,8 @@
 //! is encoded for the client at once — incremental, nothing buffered.
 
 use bytes::{Bytes, BytesMut};
+use switchyard_protocol::anthropic as an;
+use switchyard_protocol::gemini as gm;
 use switchyard_protocol::ir::{StreamEvent, Usage};
 use switchyard_protocol::openai::{self as oa, ChunkEnvelope};
 use switchyard_protocol::sse::{data_frame, SseEvent, DONE_FRAME};
@@ -17,19 +19,25 @@ use crate::state::live::DeploymentRt;
 pub enum Mode {
     /// OpenAI-protocol upstream, OpenAI client.
     OpenAiPass { include_usage: bool },
+    /// Anthropic upstream, Anthropic client: bytes forwarded, peeked through
+    /// the translator for usage, finish and text.
+    AnthropicPass { peek: an::StreamTranslator },
     /// Anything else: decode, then encode.
     Translate { from: Decoder, to: Encoder },
 }
 
 impl Mode {
-    pub fn new(inbound: &Inbound<'_>, dep: &DeploymentRt, _out: &Outbound) -> Mode {
+    pub fn new(inbound: &Inbound<'_>, dep: &DeploymentRt, out: &Outbound) -> Mode {
         let upstream = dep.provider.adapter.dialect();
         match (upstream, inbound.dialect()) {
             (Dialect::OpenAi, Dialect::OpenAi) => Mode::OpenAiPass {
                 include_usage: inbound.include_usage(),
             },
+            (Dialect::Anthropic, Dialect::Anthropic) => Mode::AnthropicPass {
+                peek: an::StreamTranslator::new(None),
+            },
             (_, client) => Mode::Translate {
-                from: Decoder::new(upstream),
+                from: Decoder::new(upstream, out),
                 to: Encoder::new(client, inbound.include_usage()),
             },
         }
@@ -50,14 +58,18 @@ pub enum Decoded {
 
 pub enum Decoder {
     OpenAi(oa::StreamTranslator),
+    Anthropic(an::StreamTranslator),
+    Gemini(gm::StreamTranslator),
 }
 
 impl Decoder {
-    fn new(upstream: Dialect) -> Decoder {
+    fn new(upstream: Dialect, out: &Outbound) -> Decoder {
         match upstream {
-            Dialect::OpenAi | Dialect::Anthropic | Dialect::Gemini => {
-                Decoder::OpenAi(oa::StreamTranslator::default())
+            Dialect::OpenAi => Decoder::OpenAi(oa::StreamTranslator::default()),
+            Dialect::Anthropic => {
+                Decoder::Anthropic(an::StreamTranslator::new(out.json_tool.as_deref()))
             }
+            Dialect::Gemini => Decoder::Gemini(gm::StreamTranslator::new()),
         }
     }
 
@@ -81,6 +93,35 @@ impl Decoder {
                     }
                 }
             }
+            Decoder::Anthropic(t) => anthropic_push(t, ev, out),
+            Decoder::Gemini(t) => match t.push_event(ev, out) {
+                Ok(()) => Decoded::Events,
+                Err(gm::StreamProblem::Unparsable(_)) => Decoded::Unparsable,
+                Err(gm::StreamProblem::PromptBlocked { reason, message }) => Decoded::Error(
+                    crate::adapters::gemini::blocked(&reason, message.as_deref()),
+                ),
+                Err(gm::StreamProblem::StreamError(g)) => {
+                    Decoded::Error(crate::adapters::gemini::errors::in_band(g))
+                }
+            },
+        }
+    }
+}
+
+/// One Anthropic event; `message_stop` is the terminator.
+pub fn anthropic_push(
+    t: &mut an::StreamTranslator,
+    ev: &SseEvent,
+    out: &mut Vec<StreamEvent>,
+) -> Decoded {
+    if ev.event_str() == Some("message_stop") {
+        return Decoded::Done;
+    }
+    match t.push_sse(ev, out) {
+        Ok(()) => Decoded::Events,
+        Err(an::PushError::BadJson(_)) => Decoded::Unparsable,
+        Err(an::PushError::Upstream(e)) => {
+            Decoded::Error(crate::adapters::anthropic::errors::in_band(&e))
         }
     }
 }
@@ -104,20 +145,21 @@ pub fn openai_in_band(raw: &str) -> GatewayError {
 
 pub enum Encoder {
     OpenAi(OpenAiEncoder),
+    Anthropic(an::StreamEncoder),
 }
 
 impl Encoder {
     fn new(client: Dialect, include_usage: bool) -> Encoder {
         match client {
-            Dialect::OpenAi | Dialect::Anthropic | Dialect::Gemini => {
-                Encoder::OpenAi(OpenAiEncoder::new(include_usage))
-            }
+            Dialect::Anthropic => Encoder::Anthropic(an::StreamEncoder::new()),
+            Dialect::OpenAi | Dialect::Gemini => Encoder::OpenAi(OpenAiEncoder::new(include_usage)),
         }
     }
 
     pub fn encode(&mut self, ev: &StreamEvent, out: &mut BytesMut) {
         match self {
             Encoder::OpenAi(e) => e.encode(ev, out),
+            Encoder::Anthropic(e) => e.push(ev).iter().for_each(|f| out.extend_from_slice(f)),
         }
     }
 
@@ -125,6 +167,11 @@ impl Encoder {
     pub fn end(&mut self) -> Bytes {
         match self {
             Encoder::OpenAi(e) => e.end(),
+            Encoder::Anthropic(e) => {
+                let mut out = BytesMut::new();
+                e.end().iter().for_each(|f| out.extend_from_slice(f));
+                out.freeze()
+            }
         }
     }
 }

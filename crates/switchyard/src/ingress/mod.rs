@@ -3,6 +3,7 @@
 //! normalize → route → reliability; replies are rendered in `respond` (errors
 //! and JSON) and `sse_out` (streams) only.
 
+pub mod anthropic;
 pub mod auth;
 pub mod body;
 pub mod openai;

@@ -6,8 +6,10 @@ use serde_json::Value;
 use super::*;
 use crate::ir;
 
+mod config;
 mod request;
 mod response;
+mod round_trip;
 mod schema;
 mod stream;
 
@@ -106,11 +108,4 @@ fn paths_and_ids() {
         compact_json("{ \"a\" : [1, 2],\n \"b\": \"x y\\\" z\" }"),
         r#"{"a":[1,2],"b":"x y\" z"}"#
     );
-}
-
-#[test]
-fn dbg_tmp() {
-    let b = br#"[{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded. Please retry in 36.4s."}}]"#;
-    eprintln!("{:?}", parse_error(b));
-    eprintln!("{:?}", serde_json::from_slice::<serde_json::Value>(b));
 }

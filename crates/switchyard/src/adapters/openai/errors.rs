@@ -4,9 +4,8 @@
 use http::{HeaderMap, StatusCode};
 use switchyard_protocol::openai::WireErrorBody;
 
-use crate::adapters::retry_after;
-use crate::error::{ErrorCode, GatewayError, Source};
-use crate::observe::redact::redact;
+use crate::adapters::errors::{self, raw_message, says_context_length, Reading};
+use crate::error::GatewayError;
 
 /// Classify a non-2xx upstream answer. `secrets` are redacted from the message.
 pub fn classify(
@@ -15,84 +14,38 @@ pub fn classify(
     body: &[u8],
     secrets: &[&str],
 ) -> GatewayError {
-    let parsed: Option<WireErrorBody> = serde_json::from_slice(body).ok();
-    let (message, code, kind) = match &parsed {
-        Some(b) => (
-            b.error.message.as_deref().unwrap_or_default().to_owned(),
-            b.error.code_str().unwrap_or_default(),
-            b.error.kind.as_deref().unwrap_or_default().to_owned(),
-        ),
-        None => (
-            String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
-            String::new(),
-            String::new(),
-        ),
-    };
-    let lower = message.to_ascii_lowercase();
-    let (code_out, source) = match status.as_u16() {
-        400 | 413 | 422 if is_context_length(&code, &lower) => {
-            (ErrorCode::ContextTooLong, Source::Client)
-        }
-        400 if code == "content_filter" => (ErrorCode::ContentFiltered, Source::Client),
-        401 | 403 => (ErrorCode::AuthFailed, Source::Upstream),
-        402 => (ErrorCode::RateLimited, Source::Upstream),
-        404 => (ErrorCode::ModelNotFound, Source::Upstream),
-        408 => (ErrorCode::Timeout, Source::Upstream),
-        413 => (ErrorCode::PayloadTooLarge, Source::Client),
-        429 => (ErrorCode::RateLimited, Source::Upstream),
-        503 | 529 => (ErrorCode::Overloaded, Source::Upstream),
-        500..=599 => (ErrorCode::UpstreamError, Source::Upstream),
-        _ => (ErrorCode::InvalidRequest, Source::Client),
-    };
-    let quota =
-        status.as_u16() == 402 || code == "insufficient_quota" || kind == "insufficient_quota";
-    let text = if message.is_empty() {
-        format!("upstream answered {status}")
-    } else {
-        message
-    };
-    let mut e =
-        GatewayError::new(code_out, source, redact(&text, secrets)).with_status(status.as_u16());
-    e.quota_exhausted = quota;
-    if matches!(code_out, ErrorCode::RateLimited | ErrorCode::Overloaded) && !quota {
-        e.retry_after = retry_after::from_headers(headers);
-    }
-    e
+    errors::classify(status, headers, read(body), secrets)
 }
 
-/// OpenAI says `context_length_exceeded`; DeepSeek and vLLM only say it in words.
-fn is_context_length(code: &str, lower_message: &str) -> bool {
-    code == "context_length_exceeded"
-        || lower_message.contains("maximum context length")
-        || lower_message.contains("context window")
-        || lower_message.contains("context length")
-        || lower_message.contains("prompt is too long")
+fn read(body: &[u8]) -> Reading {
+    let Ok(b) = serde_json::from_slice::<WireErrorBody>(body) else {
+        return Reading {
+            message: raw_message(body),
+            ..Reading::default()
+        };
+    };
+    let message = b.error.message.as_deref().unwrap_or_default().to_owned();
+    let code = b.error.code_str().unwrap_or_default();
+    let kind = b.error.kind.as_deref().unwrap_or_default();
+    Reading {
+        // OpenAI says `context_length_exceeded`; DeepSeek and vLLM only say it in words.
+        context_length: code == "context_length_exceeded"
+            || says_context_length(&message.to_ascii_lowercase()),
+        content_filter: code == "content_filter",
+        quota: code == "insufficient_quota" || kind == "insufficient_quota",
+        message,
+        ..Reading::default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     /// Serve a fixture envelope through `classify`.
     fn fixture(name: &str) -> GatewayError {
-        let path = format!(
-            "{}/../../fixtures/providers/{name}.http.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let env: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let mut headers = HeaderMap::new();
-        for (k, v) in env["headers"].as_object().unwrap() {
-            headers.insert(
-                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.as_str().unwrap().parse().unwrap(),
-            );
-        }
-        let body = match env.get("body_raw") {
-            Some(raw) => raw.as_str().unwrap().as_bytes().to_vec(),
-            None => serde_json::to_vec(&env["body"]).unwrap(),
-        };
-        let status = StatusCode::from_u16(env["status"].as_u64().unwrap() as u16).unwrap();
+        let (status, headers, body) = errors::fixture(name);
         classify(status, &headers, &body, &[])
     }
 
