@@ -212,6 +212,8 @@ impl OpenAiEncoder {
                 self.usage = Some(*u);
                 return;
             }
+            // A signature alone has nothing to show an OpenAI client.
+            StreamEvent::ReasoningDelta { text, .. } if text.is_empty() => return,
             StreamEvent::Finish { .. } if self.finished => return,
             StreamEvent::Finish { .. } => self.finished = true,
             _ => {}

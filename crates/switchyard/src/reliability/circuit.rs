@@ -328,4 +328,304 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::memory::MemoryStore;
+    use tokio::time::advance;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn cfg() -> Circuit {
+        Circuit {
+            window: Duration::from_secs(60),
+            min_requests: 20,
+            failure_rate: 0.25,
+            consecutive_failures: 0,
+            latency_p95: None,
+            cooldown: Duration::from_secs(10),
+        }
+    }
+
+    fn breaker(cfg: Circuit) -> Breaker {
+        Breaker::new(Arc::new(MemoryStore::new()), "dep:t", cfg)
+    }
+
+    fn rec(b: &Breaker, ok: bool, latency: Duration) -> Option<Transition> {
+        b.record(
+            Instant::now(),
+            Outcome {
+                ok,
+                latency,
+                probe: false,
+            },
+        )
+    }
+
+    fn probe(b: &Breaker, ok: bool) -> Option<Transition> {
+        b.record(
+            Instant::now(),
+            Outcome {
+                ok,
+                latency: S,
+                probe: true,
+            },
+        )
+    }
+
+    fn trip(b: &Breaker) {
+        let reason = (0..100).find_map(|_| rec(b, false, S)).map(|t| t.to);
+        assert_eq!(reason, Some(CircuitState::Open));
+    }
+
+    fn retry_in(b: &Breaker) -> Duration {
+        match b.admit(Instant::now()) {
+            Admit::Rejected { retry_in } => retry_in,
+            other => panic!("expected rejection, got {other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failure_rate_waits_for_min_requests() {
+        let b = breaker(cfg());
+        for _ in 0..19 {
+            assert_eq!(rec(&b, false, S), None, "under min_requests: no verdict");
+        }
+        let t = rec(&b, false, S).unwrap();
+        assert_eq!(
+            (t.from, t.to, t.reason),
+            (CircuitState::Closed, CircuitState::Open, "failure_rate")
+        );
+        assert_eq!(b.state(), CircuitState::Open);
+        assert_eq!(retry_in(&b), Duration::from_secs(10));
+
+        // 15 ok + 4 failed is 21% (closed); the 5th failure makes 25% of 20.
+        let b = breaker(cfg());
+        (0..15).for_each(|_| assert_eq!(rec(&b, true, S), None));
+        (0..4).for_each(|_| assert_eq!(rec(&b, false, S), None));
+        assert_eq!(rec(&b, false, S).unwrap().reason, "failure_rate");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn old_failures_leave_the_window() {
+        let b = breaker(cfg());
+        (0..19).for_each(|_| assert_eq!(rec(&b, false, S), None));
+        advance(Duration::from_secs(61)).await;
+        assert_eq!(rec(&b, false, S), None, "the 19 earlier ones have slid out");
+        assert_eq!(b.admit(Instant::now()), Admit::Allowed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn consecutive_failures_trip_before_min_requests() {
+        let b = breaker(Circuit {
+            consecutive_failures: 3,
+            ..cfg()
+        });
+        assert_eq!(rec(&b, false, S), None);
+        assert_eq!(rec(&b, false, S), None);
+        assert_eq!(rec(&b, true, S), None, "a success breaks the run");
+        assert_eq!(rec(&b, false, S), None);
+        assert_eq!(rec(&b, false, S), None);
+        assert_eq!(rec(&b, false, S).unwrap().reason, "consecutive_failures");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_p95_trips() {
+        let c = Circuit {
+            latency_p95: Some(Duration::from_secs(2)),
+            ..cfg()
+        };
+        let b = breaker(c);
+        (0..19).for_each(|_| assert_eq!(rec(&b, true, S), None));
+        assert_eq!(
+            rec(&b, true, 3 * S),
+            None,
+            "1 slow in 20 is exactly 5%: p95 still fast"
+        );
+        let t = rec(&b, true, 3 * S).unwrap();
+        assert_eq!(t.reason, "latency_p95");
+        // Without min_requests samples, slow answers alone do not trip.
+        let b = breaker(c);
+        (0..19).for_each(|_| assert_eq!(rec(&b, true, 5 * S), None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn half_open_admits_one_probe_under_concurrency() {
+        let b = breaker(cfg());
+        trip(&b);
+        advance(Duration::from_secs(9)).await;
+        assert_eq!(retry_in(&b), S);
+        advance(S).await;
+        let now = Instant::now();
+        let probes = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        if b.admit(now) == Admit::Probe {
+                            probes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(probes.into_inner(), 1);
+        assert_eq!(b.state(), CircuitState::HalfOpen);
+        // A probe that never reports gives way after its lease.
+        advance(PROBE_LEASE).await;
+        assert_eq!(b.admit(Instant::now()), Admit::Probe);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn probe_success_closes_with_a_fresh_window() {
+        let b = breaker(cfg());
+        trip(&b);
+        advance(Duration::from_secs(10)).await;
+        assert_eq!(b.admit(Instant::now()), Admit::Probe);
+        assert_eq!(
+            rec(&b, true, S),
+            None,
+            "a late non-probe answer settles nothing"
+        );
+        let t = probe(&b, true).unwrap();
+        assert_eq!(
+            (t.from, t.to, t.reason),
+            (CircuitState::HalfOpen, CircuitState::Closed, "probe_ok")
+        );
+        assert_eq!(b.admit(Instant::now()), Admit::Allowed);
+        (0..19).for_each(|_| assert_eq!(rec(&b, false, S), None, "old failures forgotten"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_probes_grow_the_cooldown_to_a_cap() {
+        assert_eq!(
+            cooldown_cap(Duration::from_secs(5)),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            cooldown_cap(Duration::from_secs(10)),
+            Duration::from_secs(20)
+        );
+        assert_eq!(
+            cooldown_cap(Duration::from_secs(60)),
+            Duration::from_secs(60)
+        );
+        let b = breaker(Circuit {
+            cooldown: Duration::from_secs(5),
+            ..cfg()
+        });
+        trip(&b);
+        let mut seen = vec![retry_in(&b).as_secs()];
+        for _ in 0..4 {
+            advance(retry_in(&b)).await;
+            assert_eq!(b.admit(Instant::now()), Admit::Probe);
+            let t = probe(&b, false).unwrap();
+            assert_eq!((t.to, t.reason), (CircuitState::Open, "probe_failed"));
+            seen.push(retry_in(&b).as_secs());
+        }
+        assert_eq!(seen, [5, 10, 15, 15, 15]);
+        // Success forgets the growth: the next trip uses the configured cooldown.
+        advance(retry_in(&b)).await;
+        assert_eq!(b.admit(Instant::now()), Admit::Probe);
+        probe(&b, true).unwrap();
+        trip(&b);
+        assert_eq!(retry_in(&b), Duration::from_secs(5));
+    }
+
+    /// Probes once a second is what a busy route does; the primary recovers
+    /// at an awkward moment (just after a failed probe) and must serve again
+    /// within 30 s.
+    #[tokio::test(start_paused = true)]
+    async fn recovered_primary_serves_again_within_30s() {
+        for cooldown in [5, 10, 30] {
+            let b = breaker(Circuit {
+                cooldown: Duration::from_secs(cooldown),
+                ..cfg()
+            });
+            trip(&b);
+            let start = Instant::now();
+            let mut recovered_at = None;
+            let mut failed_probes = 0;
+            let served_at = loop {
+                match b.admit(Instant::now()) {
+                    Admit::Allowed => panic!("closed without a probe"),
+                    Admit::Probe if recovered_at.is_none() && failed_probes < 6 => {
+                        probe(&b, false).unwrap();
+                        failed_probes += 1;
+                        if failed_probes == 6 {
+                            recovered_at = Some(Instant::now() + Duration::from_millis(1));
+                        }
+                    }
+                    Admit::Probe => {
+                        probe(&b, true).unwrap();
+                        break Instant::now();
+                    }
+                    Admit::Rejected { .. } => {}
+                }
+                advance(Duration::from_millis(100)).await;
+                assert!(start.elapsed() < Duration::from_secs(600));
+            };
+            assert_eq!(b.admit(Instant::now()), Admit::Allowed);
+            let waited = served_at - recovered_at.unwrap();
+            assert!(
+                waited <= Duration::from_secs(30),
+                "cooldown {cooldown}s: served again after {waited:?}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn manual_open_close_reset() {
+        let b = breaker(cfg());
+        let t = b.force_open();
+        assert_eq!(
+            (t.from, t.to, t.reason),
+            (CircuitState::Closed, CircuitState::Open, "forced_open")
+        );
+        advance(Duration::from_secs(3600)).await;
+        assert!(
+            matches!(b.admit(Instant::now()), Admit::Rejected { .. }),
+            "forced open stays open"
+        );
+        assert_eq!(b.state(), CircuitState::Open);
+        assert_eq!(b.force_close().to, CircuitState::Closed);
+        assert_eq!(b.admit(Instant::now()), Admit::Allowed);
+
+        // close keeps a grown cooldown, reset forgets it.
+        trip(&b);
+        advance(Duration::from_secs(10)).await;
+        assert_eq!(b.admit(Instant::now()), Admit::Probe);
+        probe(&b, false);
+        b.force_close();
+        trip(&b);
+        assert_eq!(retry_in(&b), Duration::from_secs(20));
+        let t = b.reset();
+        assert_eq!((t.from, t.to), (CircuitState::Open, CircuitState::Closed));
+        trip(&b);
+        assert_eq!(retry_in(&b), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn what_counts_as_failure() {
+        use ErrorCode::*;
+        for code in [Overloaded, UpstreamError, Timeout, ConnectionError] {
+            assert!(
+                counts_as_failure(&GatewayError::upstream(code, "x")),
+                "{code}"
+            );
+            assert!(
+                !counts_as_failure(&GatewayError::new(code, Source::Gateway, "x")),
+                "{code}"
+            );
+        }
+        for code in [
+            RateLimited,
+            InvalidRequest,
+            ContextTooLong,
+            ContentFiltered,
+            AuthFailed,
+        ] {
+            assert!(
+                !counts_as_failure(&GatewayError::upstream(code, "x")),
+                "{code}"
+            );
+        }
+    }
 }

@@ -90,7 +90,13 @@ impl Health {
         let mut deltas = [(REQ, 1), (ERR, i64::from(!ok)), (LAT0, 0)];
         if ok {
             deltas[2] = (LAT0 + bucket(ms), 1);
-            self.store.ewma(&self.lat_key, ms, LATENCY_ALPHA, ms);
+            // Clip a sample to 3× the estimate: an outlier nudges it, while
+            // a real shift still gets through in a handful of samples.
+            let damped = self
+                .store
+                .scalar(&self.lat_key)
+                .map_or(ms, |e| ms.min(3.0 * e));
+            self.store.ewma(&self.lat_key, damped, LATENCY_ALPHA, ms);
         }
         self.store.incr(&self.win_key, HEALTH_WINDOW, now, &deltas);
         self.store
@@ -270,4 +276,98 @@ impl KeyTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::memory::MemoryStore;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn health() -> Health {
+        Health::new(Arc::new(MemoryStore::new()), "dep:t")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_bad_sample_moves_the_score_a_little() {
+        let h = health();
+        let now = Instant::now();
+        assert_eq!(
+            h.snapshot(now, CircuitState::Closed).health_score,
+            1.0,
+            "new: optimistic"
+        );
+        (0..20).for_each(|_| h.record(now, true, 100 * MS));
+        h.record(now, false, 100 * MS);
+        let s = h.snapshot(now, CircuitState::Closed);
+        assert!(s.health_score >= 0.89, "{}", s.health_score);
+        (0..20).for_each(|_| h.record(now, false, 100 * MS));
+        let s = h.snapshot(now, CircuitState::Closed);
+        assert!(
+            s.health_score < 0.15,
+            "a run of failures does sink it: {}",
+            s.health_score
+        );
+        assert!((s.error_rate - 21.0 / 41.0).abs() < 1e-9);
+        assert_eq!(h.snapshot(now, CircuitState::Open).health_score, 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn latency_percentiles_and_damped_estimate() {
+        let h = health();
+        let now = Instant::now();
+        (0..90).for_each(|_| h.record(now, true, 80 * MS));
+        (0..10).for_each(|_| h.record(now, true, 1_800 * MS));
+        h.record(now, false, MS); // a fast refusal adds no latency sample
+        let s = h.snapshot(now, CircuitState::Closed);
+        let p50 = s.latency_p50_ms.unwrap();
+        let p95 = s.latency_p95_ms.unwrap();
+        assert!((75.0..=100.0).contains(&p50), "p50 {p50}");
+        assert!((1_500.0..=2_000.0).contains(&p95), "p95 {p95}");
+
+        let h = health();
+        (0..20).for_each(|_| h.record(now, true, 100 * MS));
+        h.record(now, true, 30_000 * MS);
+        let est = h
+            .snapshot(now, CircuitState::Closed)
+            .latency_ewma_ms
+            .unwrap();
+        assert!(est < 200.0, "one outlier moves the estimate little: {est}");
+        (0..30).for_each(|_| h.record(now, true, 2_000 * MS));
+        let est = h
+            .snapshot(now, CircuitState::Closed)
+            .latency_ewma_ms
+            .unwrap();
+        assert!(est > 1_800.0, "a real shift is followed: {est}");
+
+        tokio::time::advance(HEALTH_WINDOW).await;
+        let s = h.snapshot(Instant::now(), CircuitState::Closed);
+        assert_eq!((s.latency_p95_ms, s.error_rate), (None, 0.0), "window slid");
+    }
+
+    #[test]
+    fn inflight_guard() {
+        let h = health();
+        let a = h.start();
+        let b = h.start();
+        assert_eq!(h.snapshot(Instant::now(), CircuitState::Closed).inflight, 2);
+        drop((a, b));
+        assert_eq!(h.snapshot(Instant::now(), CircuitState::Closed).inflight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn key_cooldown_and_quarantine() {
+        let t = KeyTracker::new(Arc::new(MemoryStore::new()), "p", ["a", "b", "c"]);
+        t.quarantine("a");
+        t.cool_down("b", Instant::now() + Duration::from_secs(5));
+        t.cool_down("a", Instant::now() + Duration::from_secs(1));
+        let keys = ["a", "b", "c"];
+        let usable: Vec<_> = t.usable_keys(&keys, |k| k).collect();
+        assert_eq!(usable, [&"c"]);
+        let states: Vec<_> = t.states().into_iter().map(|k| k.status).collect();
+        use KeyStatus::*;
+        assert_eq!(states, [Quarantined, CoolingDown, Active]);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!((t.status("a"), t.status("b")), (Quarantined, Active));
+        tokio::time::advance(QUARANTINE).await;
+        assert_eq!(t.status("a"), Active);
+        let json = serde_json::to_string(&t.states()[0]).unwrap();
+        assert_eq!(json, r#"{"label":"a","status":"active"}"#);
+    }
 }

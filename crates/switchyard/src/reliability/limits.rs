@@ -73,7 +73,7 @@ impl LimitRejection {
 pub struct RateCounter {
     store: Arc<dyn StateStore>,
     scope: Scope,
-    rpm_key: Box<str>,
+    rpm_key: Arc<str>,
     tpm_key: Arc<str>,
 }
 
@@ -82,19 +82,26 @@ pub struct RateCounter {
 #[must_use = "settle the reservation with the real token usage"]
 pub struct Reservation {
     store: Arc<dyn StateStore>,
-    key: Option<Arc<str>>,
+    rpm_key: Arc<str>,
+    key: Arc<str>,
     estimate: u64,
 }
 
 impl Reservation {
     pub fn settle(self, actual: u64) {
-        if let Some(key) = &self.key {
-            let delta = actual as i64 - self.estimate as i64;
-            if delta != 0 {
-                self.store
-                    .incr(key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
-            }
+        let delta = actual as i64 - self.estimate as i64;
+        if delta != 0 {
+            self.store
+                .incr(&self.key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
         }
+    }
+
+    /// The call never went out (e.g. no concurrency slot): give both back.
+    pub fn cancel(self) {
+        let now = Instant::now();
+        let est = self.estimate as i64;
+        self.store.incr(&self.key, RATE_WINDOW, now, &[(0, -est)]);
+        self.store.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
     }
 }
 
@@ -130,33 +137,25 @@ impl RateCounter {
         estimate: u64,
     ) -> Result<Reservation, LimitRejection> {
         let s = &self.store;
-        if let Some(rpm) = rpm {
-            // Add first, then compare: two racing requests cannot both slip in.
-            if s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, 1)]) > i64::from(rpm) {
-                s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
-                return Err(self.reject("rpm", window_retry()));
-            }
+        // Counted with or without a limit: `/admin/state` reports usage.
+        // Add first, then compare: two racing requests cannot both slip in.
+        let requests = s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, 1)]);
+        if rpm.is_some_and(|rpm| requests > i64::from(rpm)) {
+            s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
+            return Err(self.reject("rpm", window_retry()));
         }
-        let Some(tpm) = tpm else {
-            return Ok(Reservation {
-                store: s.clone(),
-                key: None,
-                estimate,
-            });
-        };
         let est = estimate as i64;
-        let total = s.incr(&self.tpm_key, RATE_WINDOW, now, &[(0, est)]);
+        let tokens = s.incr(&self.tpm_key, RATE_WINDOW, now, &[(0, est)]);
         // One request larger than the whole budget may still run alone.
-        if total > tpm as i64 && total > est {
+        if tpm.is_some_and(|tpm| tokens > tpm as i64 && tokens > est) {
             s.incr(&self.tpm_key, RATE_WINDOW, now, &[(0, -est)]);
-            if rpm.is_some() {
-                s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
-            }
+            s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
             return Err(self.reject("tpm", window_retry()));
         }
         Ok(Reservation {
             store: s.clone(),
-            key: Some(self.tpm_key.clone()),
+            rpm_key: self.rpm_key.clone(),
+            key: self.tpm_key.clone(),
             estimate,
         })
     }
@@ -251,8 +250,13 @@ impl DeploymentLimits {
             tokio::time::sleep(wait).await;
         }
         let reservation = self.check_rate(Instant::now(), estimate)?;
-        let permit = self.acquire().await?;
-        Ok((reservation, permit))
+        match self.acquire().await {
+            Ok(permit) => Ok((reservation, permit)),
+            Err(e) => {
+                reservation.cancel();
+                Err(e)
+            }
+        }
     }
 
     /// A concurrency slot: at once if free, else a FIFO wait of at most
@@ -375,4 +379,177 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::memory::MemoryStore;
+    use tokio::time::advance;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn limits(cfg: Limits) -> DeploymentLimits {
+        DeploymentLimits::new(Arc::new(MemoryStore::new()), "dep:t", cfg)
+    }
+
+    fn reason(r: Result<Reservation, LimitRejection>) -> &'static str {
+        r.err().map_or("ok", |e| e.reason)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rpm_sliding_window() {
+        let l = limits(Limits {
+            rpm: Some(3),
+            ..Limits::default()
+        });
+        for _ in 0..3 {
+            assert_eq!(reason(l.check_rate(Instant::now(), 0)), "ok");
+            advance(10 * S).await;
+        }
+        let r = l.check_rate(Instant::now(), 0).err().unwrap();
+        assert_eq!(
+            (r.scope, r.reason, r.rejections_scope()),
+            (Scope::Deployment, "rpm", "deployment")
+        );
+        assert!(r.retry_after >= S);
+        let e = r.to_error();
+        assert_eq!(
+            (e.code, e.retry_after.is_some()),
+            (ErrorCode::GatewayRateLimited, true)
+        );
+        assert_eq!(l.used(Instant::now()).0, 3, "the refusal was not counted");
+        advance(35 * S).await; // the first request is now 65 s old
+        assert_eq!(reason(l.check_rate(Instant::now(), 0)), "ok");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tpm_reserve_then_settle() {
+        let l = limits(Limits {
+            rpm: Some(100),
+            tpm: Some(1_000),
+            ..Limits::default()
+        });
+        let now = Instant::now();
+        let first = l.check_rate(now, 600).ok().unwrap();
+        assert_eq!(reason(l.check_rate(now, 600)), "tpm");
+        assert_eq!(
+            l.used(now),
+            (1, 600),
+            "the refused request gave back its rpm count too"
+        );
+        first.settle(100);
+        assert_eq!(l.used(now).1, 100);
+        l.check_rate(now, 600).ok().unwrap().settle(900);
+        assert_eq!(l.used(now), (2, 1_000));
+        // One request bigger than the budget may run when nothing else is counted.
+        advance(61 * S).await;
+        assert_eq!(reason(l.check_rate(Instant::now(), 5_000)), "ok");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn full_queue_rejects_at_once_and_the_queue_times_out() {
+        let cfg = Limits {
+            concurrency: Some(1),
+            queue: 1,
+            queue_timeout: 2 * S,
+            ..Limits::default()
+        };
+        let l = Arc::new(limits(cfg));
+        let held = l.acquire().await.ok().unwrap();
+        let waiter = tokio::spawn({
+            let l = l.clone();
+            async move { l.acquire().await.map(|_| Instant::now()) }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(l.queued(), 1);
+        let t0 = Instant::now();
+        let r = l.acquire().await.err().unwrap();
+        assert_eq!((r.reason, t0.elapsed()), ("queue_full", Duration::ZERO));
+        assert!(r.retry_after >= S);
+        advance(S).await;
+        drop(held);
+        let served = waiter.await.unwrap().ok().unwrap();
+        assert_eq!(served - t0, S, "FIFO waiter got the freed slot");
+        assert_eq!(l.queued(), 0);
+
+        let _held = l.acquire().await.ok().unwrap();
+        let t0 = Instant::now();
+        let r = l.admit(50).await.err().unwrap();
+        assert_eq!((r.reason, t0.elapsed()), ("queue_timeout", 2 * S));
+        assert_eq!(l.queued(), 0);
+        assert_eq!(
+            l.used(Instant::now()),
+            (0, 0),
+            "a call that never went out is not counted"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn upstream_remaining_zero_slows_down_until_reset() {
+        let l = limits(Limits {
+            queue_timeout: 2 * S,
+            ..Limits::default()
+        });
+        let mut h = HeaderMap::new();
+        h.insert("x-ratelimit-remaining-requests", "0".parse().unwrap());
+        h.insert("x-ratelimit-reset-requests", "20s".parse().unwrap());
+        h.insert("x-ratelimit-remaining-tokens", "5000".parse().unwrap());
+        h.insert("x-ratelimit-reset-tokens", "1m0s".parse().unwrap());
+        l.observe_headers(Instant::now(), &h);
+        let r = l.check_rate(Instant::now(), 0).err().unwrap();
+        assert_eq!((r.reason, r.retry_after), ("upstream_quota", 20 * S));
+        assert!(l.admit(0).await.is_err(), "too long to wait in the queue");
+        advance(19 * S).await;
+        // A short remaining block is waited out rather than refused.
+        let t0 = Instant::now();
+        assert!(l.admit(0).await.is_ok());
+        assert_eq!(t0.elapsed(), S);
+        // Remaining quota that is not zero changes nothing.
+        h.insert("x-ratelimit-remaining-requests", "7".parse().unwrap());
+        l.observe_headers(Instant::now(), &h);
+        assert_eq!(reason(l.check_rate(Instant::now(), 0)), "ok");
+    }
+
+    #[test]
+    fn anthropic_reset_timestamps() {
+        let at = |s| parse_rfc3339(s).unwrap();
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+        assert_eq!(secs(at("1970-01-02T00:00:00Z")), 86_400.0);
+        assert_eq!(secs(at("2024-02-29T12:00:00Z")), 1_709_208_000.0);
+        assert_eq!(secs(at("2024-02-29T14:00:00+02:00")), 1_709_208_000.0);
+        assert_eq!(secs(at("2024-02-29T12:00:00.5Z")), 1_709_208_000.5);
+        for bad in [
+            "2024-02-29",
+            "2024-13-01T00:00:00Z",
+            "2024-02-29T12:00:00",
+            "x",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert("anthropic-ratelimit-tokens-remaining", "0".parse().unwrap());
+        h.insert(
+            "anthropic-ratelimit-tokens-reset",
+            "2024-02-29T12:00:30Z".parse().unwrap(),
+        );
+        h.insert(
+            "anthropic-ratelimit-requests-remaining",
+            "3".parse().unwrap(),
+        );
+        h.insert(
+            "anthropic-ratelimit-requests-reset",
+            "2024-02-29T12:05:00Z".parse().unwrap(),
+        );
+        assert_eq!(exhausted_for(&h, at("2024-02-29T12:00:00Z")), Some(30 * S));
+        assert_eq!(
+            exhausted_for(&h, at("2024-02-29T12:01:00Z")),
+            None,
+            "reset passed"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_scope() {
+        let c = RateCounter::new(Arc::new(MemoryStore::new()), Scope::Client, "client:bot");
+        let now = Instant::now();
+        assert!(c.check(now, Some(1), None, 0).is_ok());
+        let r = c.check(now, Some(1), None, 0).err().unwrap();
+        assert_eq!((r.rejections_scope(), r.reason), ("client", "rpm"));
+    }
 }

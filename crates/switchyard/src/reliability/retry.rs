@@ -108,4 +108,104 @@ impl RetryBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{ErrorCode, Source};
+    use crate::state::memory::MemoryStore;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn policy() -> Retry {
+        Retry {
+            attempts: 3,
+            base: 500 * MS,
+            max: 8_000 * MS,
+        }
+    }
+
+    #[test]
+    fn backoff_is_full_jitter_under_the_ceiling() {
+        let (base, max) = (100 * MS, 1_000 * MS);
+        for (attempt, ceiling) in [(0, 100), (1, 200), (3, 800), (4, 1_000), (200, 1_000)] {
+            let samples: Vec<_> = (0..200).map(|_| backoff(attempt, base, max)).collect();
+            assert!(
+                samples.iter().all(|d| *d <= ceiling * MS),
+                "attempt {attempt}"
+            );
+            assert!(
+                samples.iter().any(|d| *d < ceiling * MS / 2),
+                "jitter reaches low values"
+            );
+        }
+    }
+
+    #[test]
+    fn decision_per_code() {
+        for code in ErrorCode::ALL {
+            let err = GatewayError::new(code, Source::Upstream, "x");
+            let d = retry_delay(&err, 1, &policy());
+            assert_eq!(d.is_some(), code.retry_same(), "{code}");
+            if let Some(d) = d {
+                assert!(d <= policy().base, "{code}: first retry waits up to base");
+            }
+        }
+        let busy = GatewayError::upstream(ErrorCode::Overloaded, "x");
+        assert!(retry_delay(&busy, 2, &policy()).is_some());
+        assert_eq!(retry_delay(&busy, 3, &policy()), None, "3 attempts in all");
+    }
+
+    #[test]
+    fn retry_after_is_honoured_capped_and_checked_against_the_deadline() {
+        let limited = |s| {
+            GatewayError::upstream(ErrorCode::RateLimited, "slow down")
+                .with_retry_after(Some(Duration::from_secs(s)))
+        };
+        let p = policy();
+        assert_eq!(
+            retry_delay(&limited(2), 1, &p),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(retry_delay(&limited(600), 1, &p), Some(MAX_RETRY_AFTER));
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(retry_within(&limited(2), 1, &p, secs(5)), secs(2));
+        assert_eq!(
+            retry_within(&limited(2), 1, &p, secs(1)),
+            None,
+            "fall back instead"
+        );
+        assert_eq!(retry_within(&limited(2), 1, &p, None), secs(2));
+    }
+
+    #[test]
+    fn spent_quota_is_not_retried() {
+        let mut err = GatewayError::upstream(ErrorCode::RateLimited, "insufficient_quota");
+        err.quota_exhausted = true;
+        assert_eq!(retry_delay(&err, 1, &policy()), None);
+    }
+
+    /// 100 failing requests, each wanting 5 retries: every first retry goes,
+    /// the rest stay within ~20% of the requests plus the floor.
+    #[tokio::test(start_paused = true)]
+    async fn budget_bounds_a_storm_but_never_a_first_retry() {
+        let b = RetryBudget::new(Arc::new(MemoryStore::new()), "dep:t");
+        let mut retries = 0;
+        for _ in 0..100 {
+            b.deposit();
+            for n in 0..5 {
+                if !b.try_withdraw(n == 0) {
+                    break;
+                }
+                retries += 1;
+            }
+        }
+        let floor = (BUDGET_MIN_PER_SEC as f64 * BUDGET_WINDOW.as_secs_f64()) as i32;
+        assert!(retries >= 100, "first retries always go: {retries}");
+        assert!(
+            retries <= 100 + 20 + floor,
+            "bounded: {retries} of 500 wanted"
+        );
+        assert!(!b.try_withdraw(false));
+        assert!(b.try_withdraw(true), "a first retry is never refused");
+        // Once the storm has left the window, the floor lets a quiet deployment retry.
+        tokio::time::advance(BUDGET_WINDOW).await;
+        assert!(b.try_withdraw(false));
+    }
 }

@@ -119,7 +119,9 @@ impl Window {
     fn slot(&mut self, ms: u64) -> &mut Bucket {
         let idx = ms / self.bucket_ms;
         let b = &mut self.slots[(idx % BUCKETS) as usize];
-        if b.idx != idx {
+        // A caller whose `now` is a little behind adds to the newer bucket
+        // rather than wiping it.
+        if b.idx < idx {
             b.idx = idx;
             b.vals.iter_mut().for_each(|v| *v = 0);
         }

@@ -268,4 +268,92 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Source;
+    use crate::reliability::circuit::{Admit, CircuitState};
+    use crate::state::memory::MemoryStore;
+
+    fn config(extra_model: &str, rpm: u32) -> Config {
+        let src = format!(
+            "providers:\n  p:\n    protocol: openai\n    base_url: http://127.0.0.1:1/v1\n    \
+             keys: [{{ env: K1 }}, {{ env: K2 }}]\n    limits: {{ rpm: {rpm} }}\n    \
+             circuit: {{ consecutive_failures: 2 }}\nmodels:\n  - {{ provider: p, model: a }}\n{extra_model}\
+             clients:\n  - {{ id: bot, key_sha256: \"{}\", rpm: 1 }}\n",
+            "ab".repeat(32)
+        );
+        crate::config::load_str(&src, "t.yaml", &|_| Some("sk".into())).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconcile_keeps_state_across_a_reload() {
+        let reg = Registry::new(Arc::new(MemoryStore::new()));
+        reg.reconcile(&config("  - { provider: p, model: b }\n", 100));
+        let a = reg.get("p/a").unwrap();
+        let err = GatewayError::new(ErrorCode::UpstreamError, Source::Upstream, "boom");
+        let now = Instant::now();
+        let _inflight = a.health.start();
+        assert_eq!(
+            a.observe(now, Err(&err), Duration::from_millis(5), false),
+            None
+        );
+        let t = a
+            .observe(now, Err(&err), Duration::from_millis(5), false)
+            .unwrap();
+        assert_eq!(t.to, CircuitState::Open);
+        a.limits.check_rate(now, 10).ok().unwrap().settle(10);
+        a.keys.quarantine("env:K1");
+
+        // Reload: `p/b` gone, `p/c` new, rpm lowered; `p/a` keeps everything.
+        reg.reconcile(&config("  - { provider: p, model: c }\n", 1));
+        assert!(reg.get("p/b").is_none());
+        assert!(reg.get("p/c").is_some());
+        let again = reg.get("p/a").unwrap();
+        assert!(Arc::ptr_eq(&a, &again));
+        assert!(matches!(again.circuit.admit(now), Admit::Rejected { .. }));
+        let r = again.limits.check_rate(now, 0).err().unwrap();
+        assert_eq!(r.reason, "rpm", "the new limit applies to the kept count");
+
+        let state = reg.admin_state();
+        let ids: Vec<_> = state.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["p/a", "p/c"]);
+        let json = serde_json::to_value(&state[0]).unwrap();
+        assert_eq!(json["circuit"], "open");
+        assert_eq!(json["error_rate"], 1.0);
+        assert_eq!(json["inflight"], 1);
+        assert_eq!(json["rpm_used"], 1);
+        assert_eq!(json["tpm_used"], 10);
+        assert_eq!(json["keys"][0]["status"], "quarantined");
+        assert_eq!(json["keys"][1]["status"], "active");
+        for field in ["health_score", "latency_p50_ms", "latency_p95_ms"] {
+            assert!(json.get(field).is_some(), "{field}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_and_client_errors_do_not_open_the_circuit() {
+        let reg = Registry::new(Arc::new(MemoryStore::new()));
+        reg.reconcile(&config("", 100));
+        let a = reg.get("p/a").unwrap();
+        let now = Instant::now();
+        for code in [
+            ErrorCode::RateLimited,
+            ErrorCode::InvalidRequest,
+            ErrorCode::ContentFiltered,
+        ] {
+            let e = GatewayError::new(code, Source::Upstream, "x");
+            for _ in 0..5 {
+                assert_eq!(a.observe(now, Err(&e), Duration::ZERO, false), None);
+            }
+        }
+        assert_eq!(a.circuit.state(), CircuitState::Closed);
+        let s = a.health.snapshot(now, CircuitState::Closed);
+        assert!(
+            (s.error_rate - 5.0 / 15.0).abs() < 1e-9,
+            "only the 429s steer routing away"
+        );
+
+        let bot = reg.client("bot").unwrap();
+        let r = bot.counter.check(now, bot.rpm, bot.tpm, 0);
+        assert!(r.is_ok());
+        assert!(bot.counter.check(now, bot.rpm, bot.tpm, 0).is_err());
+    }
 }
