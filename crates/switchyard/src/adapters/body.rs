@@ -48,11 +48,14 @@ pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, Gate
             model,
             &p.cfg.options,
         ))),
-        (Adapter::Anthropic, Inbound::Anthropic { fields, .. }) => {
+        (Adapter::Anthropic, Inbound::Anthropic { fields, ir }) => {
             Ok(Outbound::plain(passthrough::write(
                 fields,
                 &Splice {
                     model: Some(&dep.cfg.model),
+                    remove: &["provider_options"],
+                    client_options: (!ir.provider_options.is_empty())
+                        .then_some(&ir.provider_options),
                     provider_options: options,
                     ..Splice::default()
                 },

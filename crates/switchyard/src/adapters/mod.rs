@@ -81,6 +81,7 @@ impl Adapter {
 
 /// The client's request, as each adapter may need it: the raw fields for a
 /// same-dialect passthrough, the IR (built once, on first need) otherwise.
+#[expect(clippy::large_enum_variant, reason = "one per request, on the handler's stack; never moved in bulk")]
 pub enum Inbound<'a> {
     OpenAi {
         view: RequestView<'a>,
@@ -151,7 +152,7 @@ pub struct JsonAnswer {
 /// What came back from one attempt.
 pub enum Answer {
     Json(JsonAnswer),
-    Stream(UpstreamStream),
+    Stream(Box<UpstreamStream>),
 }
 
 impl Answer {
@@ -188,7 +189,7 @@ pub async fn chat(
         let mode = translate::Mode::new(inbound, dep, &out);
         let stream =
             UpstreamStream::open(resp, mode, inbound.dialect(), first_byte_by, started).await?;
-        return Ok(Answer::Stream(stream));
+        return Ok(Answer::Stream(Box::new(stream)));
     }
     let bytes = read_body(resp.into_body(), send::MAX_ANSWER, total_by).await?;
     let ttfb = started.elapsed();

@@ -26,7 +26,7 @@ pub struct StreamLimits {
 }
 
 pub fn stream(
-    mut upstream: UpstreamStream,
+    mut upstream: Box<UpstreamStream>,
     mut ctx: RequestCtx,
     limits: StreamLimits,
     pricing: Option<Pricing>,

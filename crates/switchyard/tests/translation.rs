@@ -1,0 +1,506 @@
+//! Every (client dialect × upstream protocol) pair over real HTTP: a client
+//! speaking OpenAI or Anthropic reaches OpenAI, Anthropic and Gemini mock
+//! deployments and cannot tell which it got — text, tool-use loops, usage,
+//! streams split at random byte boundaries, and errors in its own envelope.
+
+mod common;
+
+use async_openai::config::OpenAIConfig;
+use async_openai::types::chat::{ChatCompletionMessageToolCalls, CreateChatCompletionRequest};
+use futures_util::StreamExt;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use switchyard_mock::Behavior;
+
+const THREE: &str = r#"
+providers:
+  oa: { protocol: openai, base_url: "{mock}/v1" }
+  an: { protocol: anthropic, base_url: "{mock}", keys: [{ env: TEST_KEY }] }
+  gm: { protocol: gemini, base_url: "{mock}", keys: [{ env: TEST_KEY }] }
+models:
+  - { id: oa/gpt, provider: oa, model: gpt-4o-mini, max_output_tokens: 1000 }
+  - { id: an/claude, provider: an, model: claude-sonnet-4-5, max_output_tokens: 2048 }
+  - { id: gm/gemini, provider: gm, model: gemini-2.5-flash, max_output_tokens: 4096 }
+routes:
+  chat: { targets: [an/claude] }
+"#;
+
+const LANES: [(&str, &str, &str); 3] = [
+    ("oa/gpt", "openai", "gpt-4o-mini"),
+    ("an/claude", "anthropic", "claude-sonnet-4-5"),
+    ("gm/gemini", "gemini", "gemini-2.5-flash"),
+];
+
+fn answer(provider: &str) -> String {
+    format!("Hello from the mock {provider} provider.")
+}
+
+fn openai_client(h: &common::Harness) -> async_openai::Client<OpenAIConfig> {
+    async_openai::Client::with_config(
+        OpenAIConfig::new()
+            .with_api_base(h.url("/v1"))
+            .with_api_key("x"),
+    )
+}
+
+fn req(v: Value) -> CreateChatCompletionRequest {
+    serde_json::from_value(v).unwrap()
+}
+
+fn weather_tool_openai() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+}
+
+// === OpenAI client ===
+
+#[tokio::test]
+async fn openai_client_gets_the_same_answer_from_every_upstream() {
+    let h = common::start(THREE).await;
+    for (dep, provider, model) in LANES {
+        let r = openai_client(&h)
+            .chat()
+            .create(req(json!({"model": dep, "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})))
+            .await
+            .unwrap_or_else(|e| panic!("{dep}: {e}"));
+        assert_eq!(
+            r.choices[0].message.content.as_deref(),
+            Some(answer(provider).as_str()),
+            "{dep}"
+        );
+        assert_eq!(r.model, model, "{dep}");
+        assert_eq!(r.usage.unwrap().completion_tokens, 6, "{dep}");
+        assert!(r.created > 0, "{dep}");
+    }
+    // What the upstreams got: the system prompt hoisted, max_tokens filled in.
+    let reqs = h.mock.requests();
+    let an = reqs
+        .iter()
+        .find(|r| r.path_and_query == "/v1/messages")
+        .unwrap();
+    let body = an.json.as_ref().unwrap();
+    assert_eq!(body["model"], "claude-sonnet-4-5");
+    assert_eq!(body["max_tokens"], 2048);
+    assert!(body["system"].to_string().contains("Be brief."));
+    assert_eq!(body["messages"][0]["role"], "user");
+    assert_eq!(an.header("x-api-key"), Some("sk-test-secret-value-1234"));
+    assert_eq!(an.header("anthropic-version"), Some("2023-06-01"));
+    let gm = reqs
+        .iter()
+        .find(|r| r.path_and_query.contains(":generateContent"))
+        .unwrap();
+    assert_eq!(
+        gm.path_and_query,
+        "/v1beta/models/gemini-2.5-flash:generateContent"
+    );
+    let body = gm.json.as_ref().unwrap();
+    assert!(body["systemInstruction"].to_string().contains("Be brief."));
+    assert_eq!(body["generationConfig"]["maxOutputTokens"], 4096);
+    assert_eq!(
+        gm.header("x-goog-api-key"),
+        Some("sk-test-secret-value-1234")
+    );
+}
+
+#[tokio::test]
+async fn openai_client_streams_from_every_upstream() {
+    let h = common::start(THREE).await;
+    for (dep, provider, model) in LANES {
+        let mut s = openai_client(&h)
+            .chat()
+            .create_stream(req(json!({"model": dep, "messages": common::user("Hi"), "stream": true, "stream_options": {"include_usage": true}})))
+            .await
+            .unwrap();
+        let (mut text, mut usage, mut finish) = (String::new(), None, None);
+        while let Some(chunk) = s.next().await {
+            let chunk = chunk.unwrap_or_else(|e| panic!("{dep}: {e}"));
+            assert_eq!(chunk.model, model);
+            for c in chunk.choices {
+                text.push_str(c.delta.content.as_deref().unwrap_or(""));
+                finish = finish.or(c.finish_reason);
+            }
+            usage = usage.or(chunk.usage);
+        }
+        assert_eq!(text, answer(provider), "{dep}");
+        assert_eq!(usage.expect("usage").completion_tokens, 6, "{dep}");
+        assert_eq!(format!("{finish:?}"), "Some(Stop)", "{dep}");
+    }
+}
+
+#[tokio::test]
+async fn openai_client_tool_loop_across_every_upstream() {
+    let h = common::start(THREE).await;
+    for (dep, _, _) in LANES {
+        let first = openai_client(&h)
+            .chat()
+            .create(req(json!({"model": dep, "messages": common::user("Weather in Paris?"), "tools": weather_tool_openai()})))
+            .await
+            .unwrap_or_else(|e| panic!("{dep}: {e}"));
+        let ChatCompletionMessageToolCalls::Function(call) =
+            &first.choices[0].message.tool_calls.as_ref().expect(dep)[0]
+        else {
+            panic!("{dep}: not a function call")
+        };
+        assert_eq!(call.function.name, "get_weather", "{dep}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&call.function.arguments).unwrap(),
+            json!({"city": "mock"}),
+            "{dep}"
+        );
+        assert_eq!(
+            format!("{:?}", first.choices[0].finish_reason),
+            "Some(ToolCalls)",
+            "{dep}"
+        );
+        let second = openai_client(&h)
+            .chat()
+            .create(req(json!({
+                "model": dep,
+                "tools": weather_tool_openai(),
+                "messages": [
+                    {"role": "user", "content": "Weather in Paris?"},
+                    {"role": "assistant", "content": null, "tool_calls": [{"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+                    {"role": "tool", "tool_call_id": call.id, "content": "18C and sunny"}
+                ]
+            })))
+            .await
+            .unwrap_or_else(|e| panic!("{dep}: {e}"));
+        assert_eq!(
+            second.choices[0].message.content.as_deref(),
+            Some("Tool result received: 18C and sunny"),
+            "{dep}"
+        );
+    }
+    // The tool result reached Anthropic as a tool_result block in a user turn,
+    // and Gemini as a functionResponse.
+    let reqs = h.mock.requests();
+    let an = reqs
+        .iter()
+        .filter(|r| r.path_and_query == "/v1/messages")
+        .nth(1)
+        .unwrap()
+        .json
+        .clone()
+        .unwrap();
+    let last = an["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "user");
+    assert_eq!(last["content"][0]["type"], "tool_result");
+    let gm = reqs
+        .iter()
+        .filter(|r| r.path_and_query.contains("gemini"))
+        .nth(1)
+        .unwrap()
+        .json
+        .clone()
+        .unwrap();
+    assert!(
+        gm["contents"].to_string().contains("functionResponse"),
+        "{gm}"
+    );
+}
+
+#[tokio::test]
+async fn streamed_tool_calls_translate_with_ids_and_whole_arguments() {
+    let h = common::start(THREE).await;
+    for (dep, _, _) in [LANES[1], LANES[2]] {
+        let body = json!({"model": dep, "messages": common::user("Weather?"), "tools": weather_tool_openai(), "stream": true});
+        let text = h.post(body).await.text().await.unwrap();
+        let (mut ids, mut args) = (Vec::new(), String::new());
+        for d in common::sse_data(&text).iter().filter(|d| *d != "[DONE]") {
+            let v: Value = serde_json::from_str(d).unwrap();
+            for tc in v["choices"][0]["delta"]["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                if let Some(id) = tc["id"].as_str() {
+                    ids.push(id.to_owned());
+                }
+                args.push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
+            }
+        }
+        assert_eq!(ids.len(), 1, "{dep}: {text}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&args).unwrap(),
+            json!({"city": "mock"}),
+            "{dep}"
+        );
+        assert!(text.contains("\"finish_reason\":\"tool_calls\""), "{dep}");
+    }
+}
+
+// === Anthropic client ===
+
+async fn messages(h: &common::Harness, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(h.url("/v1/messages"))
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Anthropic SSE body → (event names, concatenated text, stop_reason, output_tokens).
+fn anthropic_stream(body: &str) -> (Vec<String>, String, String, u64) {
+    let (mut names, mut text, mut stop, mut out) = (Vec::new(), String::new(), String::new(), 0);
+    for ev in body.split("\n\n").filter(|e| !e.trim().is_empty()) {
+        let name = ev
+            .lines()
+            .find_map(|l| l.strip_prefix("event: "))
+            .unwrap_or_default()
+            .to_owned();
+        let data: Value = ev
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .unwrap_or_default();
+        if name == "content_block_delta" {
+            text.push_str(data["delta"]["text"].as_str().unwrap_or(""));
+        }
+        if name == "message_delta" {
+            stop = data["delta"]["stop_reason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            out = data["usage"]["output_tokens"].as_u64().unwrap_or_default();
+        }
+        names.push(name);
+    }
+    (names, text, stop, out)
+}
+
+#[tokio::test]
+async fn anthropic_client_reaches_every_upstream() {
+    let h = common::start(THREE).await;
+    let fixture: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/providers/anthropic/messages_text.response.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    for (dep, provider, model) in LANES {
+        let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "system": "Be brief.", "messages": [{"role": "user", "content": "Hi"}]})).await;
+        assert_eq!(resp.status(), 200, "{dep}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["content"][0]["text"], answer(provider), "{dep}");
+        assert_eq!(body["model"], model);
+        assert_eq!(body["stop_reason"], "end_turn");
+        assert_eq!(body["usage"]["output_tokens"], 6);
+        // The same top-level shape as a real Anthropic answer.
+        for key in fixture
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !["container", "context_management"].contains(&k.as_str()))
+        {
+            assert!(body.get(key).is_some(), "{dep}: missing `{key}` in {body}");
+        }
+        let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "Hi"}]})).await;
+        let (names, text, stop, out) = anthropic_stream(&resp.text().await.unwrap());
+        assert_eq!(
+            names.first().map(String::as_str),
+            Some("message_start"),
+            "{dep}: {names:?}"
+        );
+        assert_eq!(
+            names.last().map(String::as_str),
+            Some("message_stop"),
+            "{dep}: {names:?}"
+        );
+        assert!(
+            names.contains(&"content_block_start".to_owned())
+                && names.contains(&"content_block_stop".to_owned())
+        );
+        assert_eq!(
+            (text.as_str(), stop.as_str(), out),
+            (answer(provider).as_str(), "end_turn", 6),
+            "{dep}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_to_anthropic_passes_the_body_through() {
+    let h = common::start(THREE).await;
+    let body = json!({"model": "an/claude", "max_tokens": 77, "metadata": {"user_id": "u-1"}, "service_tier": "auto", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]}]});
+    assert_eq!(messages(&h, body).await.status(), 200);
+    let sent = h.mock.requests()[0].json.clone().unwrap();
+    assert_eq!(sent["model"], "claude-sonnet-4-5");
+    // Everything the IR would not carry is still there.
+    assert_eq!(sent["service_tier"], "auto");
+    assert_eq!(
+        sent["messages"][0]["content"][0]["cache_control"]["type"],
+        "ephemeral"
+    );
+    assert_eq!(sent["max_tokens"], 77);
+}
+
+#[tokio::test]
+async fn anthropic_client_tool_loop_across_every_upstream() {
+    let h = common::start(THREE).await;
+    let tools = json!([{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]);
+    for (dep, _, _) in LANES {
+        let first: Value = messages(&h, json!({"model": dep, "max_tokens": 100, "tools": tools, "messages": [{"role": "user", "content": "Weather in Paris?"}]}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(first["stop_reason"], "tool_use", "{dep}: {first}");
+        let tool_use = first["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["type"] == "tool_use")
+            .unwrap()
+            .clone();
+        assert_eq!(tool_use["name"], "get_weather");
+        assert_eq!(tool_use["input"], json!({"city": "mock"}), "{dep}");
+        let second: Value = messages(&h, json!({
+            "model": dep, "max_tokens": 100, "tools": tools,
+            "messages": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": [tool_use]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use["id"], "content": "18C and sunny"}]}
+            ]
+        }))
+        .await
+        .json()
+        .await
+        .unwrap();
+        assert_eq!(
+            second["content"][0]["text"], "Tool result received: 18C and sunny",
+            "{dep}: {second}"
+        );
+    }
+    // OpenAI got a `tool` role message with the same id.
+    let oa = h
+        .mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path_and_query == "/v1/chat/completions")
+        .nth(1)
+        .unwrap()
+        .json
+        .unwrap();
+    let msgs = oa["messages"].as_array().unwrap();
+    assert_eq!(msgs[2]["role"], "tool");
+    assert_eq!(msgs[2]["tool_call_id"], msgs[1]["tool_calls"][0]["id"]);
+}
+
+// === streams split anywhere ===
+
+#[tokio::test]
+async fn translated_streams_survive_random_byte_splits() {
+    let h = common::start(THREE).await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for (dep, provider, _) in LANES {
+        for _ in 0..4 {
+            let drip = rng.random_range(1..24);
+            let mock = json!({"chunks": 5, "fault": "drip", "drip_bytes": drip});
+            let oa = h.post(json!({"model": dep, "messages": common::user("Hi"), "stream": true, "provider_options": {"mock": mock}})).await.text().await.unwrap();
+            assert_eq!(
+                common::sse_text(&oa),
+                answer(provider),
+                "{dep} drip {drip}: {oa}"
+            );
+            assert!(oa.ends_with("data: [DONE]\n\n"));
+            let an = messages(&h, json!({"model": dep, "max_tokens": 50, "stream": true, "provider_options": {"mock": mock}, "messages": [{"role": "user", "content": "Hi"}]})).await.text().await.unwrap();
+            let (names, text, stop, _) = anthropic_stream(&an);
+            assert_eq!(
+                (text.as_str(), stop.as_str()),
+                (answer(provider).as_str(), "end_turn"),
+                "{dep} drip {drip}: {an}"
+            );
+            assert_eq!(names.last().map(String::as_str), Some("message_stop"));
+        }
+    }
+}
+
+// === errors ===
+
+#[tokio::test]
+async fn upstream_errors_arrive_in_the_clients_envelope() {
+    let h = common::start(THREE).await;
+    h.mock
+        .set_default(Behavior::fixture("anthropic/error_529_overloaded"));
+    let resp = h
+        .post(json!({"model": "an/claude", "messages": common::user("Hi")}))
+        .await;
+    assert_eq!(resp.status(), 503);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "overloaded");
+    let resp = messages(&h, json!({"model": "an/claude", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]})).await;
+    assert_eq!(resp.status(), 503);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        (body["type"].as_str(), body["error"]["type"].as_str()),
+        (Some("error"), Some("overloaded_error"))
+    );
+
+    h.mock
+        .set_default(Behavior::fixture("gemini/error_429_resource_exhausted"));
+    let resp = h
+        .post(json!({"model": "gm/gemini", "messages": common::user("Hi")}))
+        .await;
+    assert_eq!(resp.status(), 429);
+    assert!(
+        resp.headers().contains_key("retry-after"),
+        "RetryInfo becomes Retry-After"
+    );
+
+    // A prompt Gemini blocks is content_filtered, not an empty answer.
+    let blocked = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/providers/gemini/generate_prompt_blocked.response.json"
+    ))
+    .unwrap();
+    h.mock.set_default(Behavior::status(200, blocked));
+    let resp = h
+        .post(json!({"model": "gm/gemini", "messages": common::user("Hi")}))
+        .await;
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "content_filtered");
+}
+
+#[tokio::test]
+async fn anthropic_door_rejects_bad_input_in_its_own_envelope() {
+    let h = common::start(THREE).await;
+    let resp = messages(
+        &h,
+        json!({"model": "an/claude", "messages": [{"role": "user", "content": "Hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_tokens"));
+    let resp = messages(
+        &h,
+        json!({"model": "nope", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), 404);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "not_found_error");
+    assert_eq!(h.mock.request_count(), 0);
+}
+
+#[tokio::test]
+async fn mid_stream_errors_end_with_an_error_event_in_each_dialect() {
+    let h = common::start(THREE).await;
+    let mock = json!({"fault": "midstream_error", "after_events": 3});
+    let oa = h.post(json!({"model": "an/claude", "messages": common::user("Hi"), "stream": true, "provider_options": {"mock": mock}})).await.text().await.unwrap();
+    let last: Value = serde_json::from_str(&common::sse_data(&oa).pop().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "overloaded", "{oa}");
+    let an = messages(&h, json!({"model": "an/claude", "max_tokens": 5, "stream": true, "provider_options": {"mock": mock}, "messages": [{"role": "user", "content": "Hi"}]})).await.text().await.unwrap();
+    let (names, _, _, _) = anthropic_stream(&an);
+    assert_eq!(names.last().map(String::as_str), Some("error"), "{an}");
+    assert!(!names.contains(&"message_stop".to_owned()));
+}
