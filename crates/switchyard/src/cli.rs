@@ -56,10 +56,10 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
         },
     };
     observe::logging::init(config.observability.log_format);
-    let decisions = if config.observability.log_requests {
+    let (decisions, writer) = if config.observability.log_requests {
         DecisionSink::stdout()
     } else {
-        DecisionSink::Off
+        (DecisionSink::Off, None)
     };
     let json = config.observability.log_format == LogFormat::Json;
     let running = match server::start(
@@ -96,6 +96,10 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("shutting down: finishing in-flight requests");
     running.shutdown().await;
+    // Every sink clone is gone with the server: the writer drains and exits.
+    if let Some(w) = writer {
+        let _ = tokio::task::spawn_blocking(move || w.join()).await;
+    }
     ExitCode::SUCCESS
 }
 

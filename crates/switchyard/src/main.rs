@@ -5,6 +5,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+// glibc malloc showed up at ~10% of the gateway's CPU under load; mimalloc's
+// thread-local free lists suit many small short-lived request allocations.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "switchyard",

@@ -38,25 +38,34 @@ pub fn stream(
         }
         let mut last_event = Instant::now();
         let mut last_write = last_event;
+        // One timer, re-armed only when it fires: arming a fresh timeout for
+        // every event would cost a timer-wheel insert and remove per chunk.
+        let timer = tokio::time::sleep_until(wake_at(&limits, last_event, last_write));
+        tokio::pin!(timer);
         let end: Result<(), GatewayError> = loop {
-            let idle_by = last_event + limits.idle;
-            let keepalive_by = last_write + limits.keepalive;
-            let wake = idle_by.min(keepalive_by).min(limits.total_by);
-            match tokio::time::timeout_at(wake, upstream.next()).await {
-                Err(_) => {
+            let woke = tokio::select! {
+                biased;
+                next = upstream.next() => Wake::Upstream(next),
+                () = &mut timer => Wake::Timer,
+            };
+            match woke {
+                Wake::Timer => {
                     let now = Instant::now();
                     if now >= limits.total_by {
                         break Err(silent("the stream outlasted the total timeout"));
                     }
-                    if now >= idle_by {
+                    if now >= last_event + limits.idle {
                         break Err(silent("no stream event within stream_idle"));
                     }
-                    yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
-                    last_write = now;
+                    if now >= last_write + limits.keepalive {
+                        yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
+                        last_write = now;
+                    }
+                    timer.as_mut().reset(wake_at(&limits, last_event, last_write));
                 }
-                Ok(Err(e)) => break Err(e),
-                Ok(Ok(None)) => break complete_or_cut(&upstream),
-                Ok(Ok(Some(step))) => {
+                Wake::Upstream(Err(e)) => break Err(e),
+                Wake::Upstream(Ok(None)) => break complete_or_cut(&upstream),
+                Wake::Upstream(Ok(Some(step))) => {
                     last_event = Instant::now();
                     match step {
                         Step::Forward(frame) => {
@@ -103,6 +112,16 @@ pub fn stream(
     // Tell nginx-style proxies in front of us not to buffer either.
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     resp
+}
+
+enum Wake {
+    Upstream(Result<Option<Step>, GatewayError>),
+    Timer,
+}
+
+/// The next moment something may be due: idle timeout, keep-alive, or total.
+fn wake_at(limits: &StreamLimits, last_event: Instant, last_write: Instant) -> Instant {
+    (last_event + limits.idle).min(last_write + limits.keepalive).min(limits.total_by)
 }
 
 /// A clean end of body: complete if a finish reason came, else interrupted.
