@@ -25,13 +25,11 @@ use crate::observe::decision_log::DecisionSink;
 use crate::observe::metrics::Metrics;
 use crate::state::live::Live;
 use crate::state::live::SharedLive;
-use crate::upstream::HttpClients;
 
 #[derive(Clone)]
 pub struct App {
     pub live: SharedLive,
     pub decisions: DecisionSink,
-    pub http: HttpClients,
     /// Where `POST /admin/reload` and SIGHUP read the config from.
     pub config_path: Option<PathBuf>,
     pub metrics: Arc<Metrics>,

@@ -67,6 +67,9 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
         server::Options {
             decisions,
             config_path: path.clone(),
+            workers: server::Workers::PerCore(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ),
         },
     )
     .await

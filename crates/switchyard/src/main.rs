@@ -46,10 +46,14 @@ fn main() -> ExitCode {
     if let Command::Check { config } = &command {
         return switchyard::cli::check(config);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `serve`: client traffic runs on per-core worker runtimes (see
+    // `server`); this runtime only carries the admin listener and signals.
+    // `mock`: the mock providers use every core.
+    let mut builder = match command {
+        Command::Mock { .. } => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

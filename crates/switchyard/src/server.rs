@@ -1,5 +1,14 @@
-//! Listeners and lifecycle: the client and admin listeners (TCP_NODELAY on
-//! every accepted socket), SIGHUP reload, and graceful shutdown on a token.
+//! Listeners and lifecycle.
+//!
+//! The client listener runs thread-per-core, like nginx's workers: each
+//! worker thread owns a single-threaded runtime and its own `SO_REUSEPORT`
+//! socket on the same address, so the kernel spreads connections across
+//! workers and a request, its upstream connection (pools are per thread, see
+//! `upstream::client`) and its client connection stay on one thread with no
+//! cross-thread wake-ups. Tests run everything on their own runtime instead
+//! (`Workers::Current`). TCP_NODELAY is set on every accepted socket.
+//!
+//! The admin listener, SIGHUP reload and shutdown live on the caller's runtime.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,18 +16,27 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use axum::serve::ListenerExt;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{self, App};
 use crate::config::Config;
 use crate::observe::decision_log::DecisionSink;
 use crate::state::live::Live;
-use crate::upstream::HttpClients;
+
+/// Where client connections are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workers {
+    /// On the caller's runtime (tests, embedding).
+    Current,
+    /// One single-threaded runtime per worker thread.
+    PerCore(usize),
+}
 
 pub struct Options {
     pub decisions: DecisionSink,
     pub config_path: Option<PathBuf>,
+    pub workers: Workers,
 }
 
 /// A running gateway. Dropping it does not stop it; call `shutdown`.
@@ -28,6 +46,7 @@ pub struct Running {
     pub app: App,
     shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
@@ -37,6 +56,10 @@ impl Running {
         for t in self.tasks {
             let _ = t.await;
         }
+        let threads = self.threads;
+        let _ =
+            tokio::task::spawn_blocking(move || threads.into_iter().for_each(|t| drop(t.join())))
+                .await;
     }
 
     pub fn base_url(&self) -> String {
@@ -49,7 +72,6 @@ impl Running {
 }
 
 pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
-    let http = HttpClients::default();
     let listen = config.server.listen;
     let admin_listen = config.server.admin_listen;
     if config.clients.is_none() {
@@ -57,37 +79,102 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
             "no `clients:` section: the gateway is open to anyone who can reach {listen}"
         );
     }
-    let live = Live::build(config, &http)?;
+    let live = Live::build(config)?;
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
         decisions: opts.decisions,
-        http,
         config_path: opts.config_path,
         metrics: Default::default(),
     };
-    let client = bind(listen).await?;
-    let admin = bind(admin_listen).await?;
-    let addr = client.local_addr().map_err(|e| e.to_string())?;
-    let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
+    let admin = bind(admin_listen, false).await?;
+    let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let mut tasks = vec![
-        serve(client, app::client_router(app.clone()), shutdown.clone()),
         serve(admin, app::admin_router(app.clone()), shutdown.clone()),
+        sighup_reload(app.clone(), shutdown.clone()),
     ];
-    tasks.push(sighup_reload(app.clone(), shutdown.clone()));
+    let mut threads = Vec::new();
+    let addr = match opts.workers {
+        Workers::Current => {
+            let client = bind(listen, false).await?;
+            let addr = client.local_addr().map_err(|e| e.to_string())?;
+            tasks.push(serve(
+                client,
+                app::client_router(app.clone()),
+                shutdown.clone(),
+            ));
+            addr
+        }
+        Workers::PerCore(n) => {
+            let first = bind(listen, true).await?;
+            let addr = first.local_addr().map_err(|e| e.to_string())?;
+            let mut listeners = vec![first];
+            for _ in 1..n.max(1) {
+                listeners.push(bind(addr, true).await?);
+            }
+            for (i, l) in listeners.into_iter().enumerate() {
+                threads.push(worker(i, l, app.clone(), shutdown.clone())?);
+            }
+            addr
+        }
+    };
     Ok(Running {
         addr,
         admin_addr,
         app,
         shutdown,
         tasks,
+        threads,
     })
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+async fn bind(addr: SocketAddr, reuse_port: bool) -> Result<TcpListener, String> {
+    let err = |e: std::io::Error| format!("cannot listen on {addr}: {e}");
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(err)?;
+    socket.set_reuseaddr(true).map_err(err)?;
+    if reuse_port {
+        socket.set_reuseport(true).map_err(err)?;
+    }
+    socket.bind(addr).map_err(err)?;
+    socket.listen(1024).map_err(err)
+}
+
+/// A worker thread with its own single-threaded runtime.
+fn worker(
+    i: usize,
+    listener: TcpListener,
+    app: App,
+    stop: CancellationToken,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let listener = listener.into_std().map_err(|e| e.to_string())?;
+    std::thread::Builder::new()
+        .name(format!("switchyard-worker-{i}"))
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!("worker {i} cannot start its runtime: {e}");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(l) => {
+                        let _ = serve(l, app::client_router(app), stop).await;
+                    }
+                    Err(e) => tracing::error!("worker {i} cannot use its listener: {e}"),
+                }
+            });
+        })
+        .map_err(|e| format!("cannot start worker thread: {e}"))
 }
 
 fn serve(

@@ -81,7 +81,10 @@ impl Adapter {
 
 /// The client's request, as each adapter may need it: the raw fields for a
 /// same-dialect passthrough, the IR (built once, on first need) otherwise.
-#[expect(clippy::large_enum_variant, reason = "one per request, on the handler's stack; never moved in bulk")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, on the handler's stack; never moved in bulk"
+)]
 pub enum Inbound<'a> {
     OpenAi {
         view: RequestView<'a>,

@@ -29,7 +29,9 @@ pub async fn send(
 ) -> Result<Response<Incoming>, GatewayError> {
     let provider = &dep.provider;
     let req = build(dep, stream, Bytes::from(body), call)?;
-    let resp = match tokio::time::timeout_at(first_byte_by, provider.http.request(req)).await {
+    let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req)
+        .map_err(|m| GatewayError::new(ErrorCode::UpstreamError, Source::Gateway, m))?;
+    let resp = match tokio::time::timeout_at(first_byte_by, fut).await {
         Err(_) => return Err(silent("no response headers before the first-byte timeout")),
         Ok(Err(e)) => return Err(connect_error(&e)),
         Ok(Ok(r)) => r,

@@ -121,7 +121,9 @@ enum Wake {
 
 /// The next moment something may be due: idle timeout, keep-alive, or total.
 fn wake_at(limits: &StreamLimits, last_event: Instant, last_write: Instant) -> Instant {
-    (last_event + limits.idle).min(last_write + limits.keepalive).min(limits.total_by)
+    (last_event + limits.idle)
+        .min(last_write + limits.keepalive)
+        .min(limits.total_by)
 }
 
 /// A clean end of body: complete if a finish reason came, else interrupted.

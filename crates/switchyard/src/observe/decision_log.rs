@@ -22,8 +22,14 @@ impl DecisionSink {
     /// dropped (the server has shut down) so no line is lost at exit.
     pub fn stdout() -> (DecisionSink, Option<std::thread::JoinHandle<()>>) {
         let (tx, rx) = sync_channel::<String>(65_536);
-        match std::thread::Builder::new().name("decision-log".into()).spawn(move || write_loop(rx)) {
-            Ok(handle) => (DecisionSink::Stdout(tx, Arc::new(AtomicU64::new(0))), Some(handle)),
+        match std::thread::Builder::new()
+            .name("decision-log".into())
+            .spawn(move || write_loop(rx))
+        {
+            Ok(handle) => (
+                DecisionSink::Stdout(tx, Arc::new(AtomicU64::new(0))),
+                Some(handle),
+            ),
             Err(_) => (DecisionSink::Off, None),
         }
     }

@@ -1,5 +1,5 @@
 //! `Live`: one immutable snapshot of the config plus everything derived from it
-//! (compiled URLs, HTTP clients, key lookups). Stored in an `ArcSwap`; each
+//! (compiled URLs, adapters, key lookups). Stored in an `ArcSwap`; each
 //! request loads it once at the door and keeps that `Arc` to the end, so a
 //! reload never changes the config under a request in flight.
 
@@ -9,7 +9,6 @@ use std::sync::Arc;
 use crate::adapters::endpoint::{self, Endpoint};
 use crate::adapters::Adapter;
 use crate::config::{Config, Deployment, Provider, Route};
-use crate::upstream::{HttpClient, HttpClients};
 use arc_swap::ArcSwap;
 
 pub type SharedLive = Arc<ArcSwap<Live>>;
@@ -24,7 +23,6 @@ pub struct Live {
 pub struct ProviderRt {
     pub cfg: Provider,
     pub adapter: Adapter,
-    pub http: HttpClient,
 }
 
 impl ProviderRt {
@@ -52,16 +50,13 @@ pub enum Target<'a> {
 }
 
 impl Live {
-    pub fn build(config: Config, clients: &HttpClients) -> Result<Live, String> {
+    pub fn build(config: Config) -> Result<Live, String> {
+        crate::upstream::client::check()?;
         let mut providers = HashMap::new();
         for (id, p) in &config.providers {
-            let http = clients
-                .get(p.timeouts.connect)
-                .map_err(|e| format!("TLS setup failed: {e}"))?;
             let rt = ProviderRt {
                 cfg: p.clone(),
                 adapter: Adapter::for_protocol(p.protocol),
-                http,
             };
             providers.insert(id.clone(), Arc::new(rt));
         }

@@ -5,4 +5,4 @@ pub mod client;
 pub mod events;
 pub mod keys;
 
-pub use client::{HttpClient, HttpClients};
+pub use client::HttpClient;

@@ -48,6 +48,7 @@ pub async fn start_with(yaml: &str, server_extra: &str) -> Harness {
         server::Options {
             decisions: sink,
             config_path: None,
+            workers: server::Workers::Current,
         },
     )
     .await
