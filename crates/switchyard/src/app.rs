@@ -11,7 +11,7 @@
 //!
 //! Admin listener (`server.admin_listen`): health, readiness, reload.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -31,7 +31,7 @@ pub struct App {
     pub live: SharedLive,
     pub decisions: DecisionSink,
     /// Where `POST /admin/reload` and SIGHUP read the config from.
-    pub config_path: Option<PathBuf>,
+    pub config_path: Option<Arc<Path>>,
     pub metrics: Arc<Metrics>,
 }
 

@@ -83,7 +83,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
         decisions: opts.decisions,
-        config_path: opts.config_path,
+        config_path: opts.config_path.map(Arc::from),
         metrics: Default::default(),
     };
     let shutdown = CancellationToken::new();
@@ -98,11 +98,11 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         Workers::Current => {
             let client = bind(listen, false).await?;
             let addr = client.local_addr().map_err(|e| e.to_string())?;
-            tasks.push(serve(
+            tasks.push(tokio::spawn(serve_http1(
                 client,
                 app::client_router(app.clone()),
                 shutdown.clone(),
-            ));
+            )));
             addr
         }
         Workers::PerCore(n) => {
@@ -167,14 +167,47 @@ fn worker(
             };
             rt.block_on(async move {
                 match TcpListener::from_std(listener) {
-                    Ok(l) => {
-                        let _ = serve(l, app::client_router(app), stop).await;
-                    }
+                    Ok(l) => serve_http1(l, app::client_router(app), stop).await,
                     Err(e) => tracing::error!("worker {i} cannot use its listener: {e}"),
                 }
             });
         })
         .map_err(|e| format!("cannot start worker thread: {e}"))
+}
+
+/// The client listener: plain HTTP/1.1 connections (what OpenAI and Anthropic
+/// SDKs speak) served straight by hyper. axum's own `serve` adds HTTP/2
+/// prior-knowledge detection to every connection, a cost measured on the
+/// hot path for a protocol the clients do not use.
+async fn serve_http1(listener: TcpListener, router: axum::Router, stop: CancellationToken) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, _) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE and friends: back off briefly rather than spin.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Nagle + delayed ACK would add ~40 ms to every small response.
+        let _ = tcp.set_nodelay(true);
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service.clone());
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    // In-flight requests finish; new ones are refused.
+    graceful.shutdown().await;
 }
 
 fn serve(

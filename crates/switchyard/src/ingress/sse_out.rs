@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::StatusCode;
 use switchyard_protocol::sse::KEEPALIVE_FRAME;
 use tokio::time::Instant;
@@ -69,8 +70,15 @@ pub fn stream(
                     last_event = Instant::now();
                     match step {
                         Step::Forward(frame) => {
-                            yield Ok(frame);
+                            let (out, after) = coalesce(&mut upstream, frame);
+                            yield Ok(out);
                             last_write = last_event;
+                            match after {
+                                None | Some(Ok(Some(Step::Skip { .. }))) | Some(Ok(Some(Step::Forward(_)))) => {}
+                                Some(Ok(None)) => break complete_or_cut(&upstream),
+                                Some(Ok(Some(Step::Done))) => break Ok(()),
+                                Some(Ok(Some(Step::Error(e)))) | Some(Err(e)) => break Err(e),
+                            }
                         }
                         Step::Skip { .. } => {}
                         Step::Done => break Ok(()),
@@ -112,6 +120,37 @@ pub fn stream(
     // Tell nginx-style proxies in front of us not to buffer either.
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     resp
+}
+
+/// Events that have already arrived go out in one write: each is still sent
+/// the moment it is read (nothing waits for more), but a burst read in one
+/// network read costs one write instead of one per event. Returns the bytes
+/// and the first step that is not a forward, if one was reached.
+fn coalesce(
+    upstream: &mut UpstreamStream,
+    first: Bytes,
+) -> (Bytes, Option<Result<Option<Step>, GatewayError>>) {
+    const CAP: usize = 64 * 1024;
+    let mut buf: Option<bytes::BytesMut> = None;
+    loop {
+        let size = buf.as_ref().map_or(first.len(), |b| b.len());
+        if size >= CAP {
+            return (done(buf, first), None);
+        }
+        match upstream.next().now_or_never() {
+            None => return (done(buf, first), None),
+            Some(Ok(Some(Step::Forward(more)))) => {
+                buf.get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
+                    .extend_from_slice(&more);
+            }
+            Some(Ok(Some(Step::Skip { .. }))) => {}
+            Some(other) => return (done(buf, first), Some(other)),
+        }
+    }
+}
+
+fn done(buf: Option<bytes::BytesMut>, first: Bytes) -> Bytes {
+    buf.map_or(first, bytes::BytesMut::freeze)
 }
 
 enum Wake {
