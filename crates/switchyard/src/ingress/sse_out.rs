@@ -70,7 +70,7 @@ pub fn stream(
                     last_event = Instant::now();
                     match step {
                         Step::Forward(frame) => {
-                            let (out, after) = coalesce(&mut upstream, frame);
+                            let (out, after) = coalesce(&mut upstream, frame).await;
                             yield Ok(out);
                             last_write = last_event;
                             match after {
@@ -123,27 +123,37 @@ pub fn stream(
 }
 
 /// Events that have already arrived go out in one write: each is still sent
-/// the moment it is read (nothing waits for more), but a burst read in one
-/// network read costs one write instead of one per event. Returns the bytes
-/// and the first step that is not a forward, if one was reached.
-fn coalesce(
+/// as soon as nothing more is waiting (nothing waits for future data), but a
+/// burst read in one network read costs one write instead of one per event.
+/// hyper hands a body over one chunk at a time, so after an empty poll we
+/// let its connection task run (`yield_now`, no syscall) to see whether
+/// it holds more already-received bytes (it takes two polls to move a
+/// chunk: one to see our demand, one to hand the chunk over). Returns the bytes and the first
+/// step that is not a forward, if one was reached.
+async fn coalesce(
     upstream: &mut UpstreamStream,
     first: Bytes,
 ) -> (Bytes, Option<Result<Option<Step>, GatewayError>>) {
     const CAP: usize = 64 * 1024;
     let mut buf: Option<bytes::BytesMut> = None;
+    let mut yielded = 0u8;
     loop {
         let size = buf.as_ref().map_or(first.len(), |b| b.len());
         if size >= CAP {
             return (done(buf, first), None);
         }
         match upstream.next().now_or_never() {
-            None => return (done(buf, first), None),
+            None if yielded >= 2 => return (done(buf, first), None),
+            None => {
+                tokio::task::yield_now().await;
+                yielded += 1;
+            }
             Some(Ok(Some(Step::Forward(more)))) => {
                 buf.get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
                     .extend_from_slice(&more);
+                yielded = 0;
             }
-            Some(Ok(Some(Step::Skip { .. }))) => {}
+            Some(Ok(Some(Step::Skip { .. }))) => yielded = 0,
             Some(other) => return (done(buf, first), Some(other)),
         }
     }
