@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# switchyard benchmark: direct vs nginx vs switchyard, in front of the mock provider.
+# switchyard benchmark: direct vs nginx vs switchyard, in front of the mock provider,
+# plus protocol-translating lanes (direct vs switchyard).
 # See bench/README.md. One command:   bench/run.sh
 # Knobs (env): DURATION (s, default 10), WARMUP (s, 2), REPEATS (3),
-#   LANES ("c1 c64 c256 s64"), TTFB_N (300 requests per TTFB run, 0 = skip),
+#   LANES ("c1 c64 c256 s64 t64 ts64"), TTFB_N (300 requests per TTFB run, 0 = skip),
 #   PIN (1 = pin the load generator to the last CPU; 0 = no pinning),
 #   SKIP_BUILD (1 = use the existing target/release/switchyard),
 #   LOADGEN (oha | wrk; default oha, wrk used if oha cannot be installed),
@@ -14,7 +15,7 @@ ROOT="$(dirname "$BENCH")"
 DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
-LANES="${LANES:-c1 c64 c256 s64}"
+LANES="${LANES:-c1 c64 c256 s64 t64 ts64}"
 TTFB_N="${TTFB_N:-300}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -34,7 +35,7 @@ log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 
@@ -124,6 +125,55 @@ wait_port() { # port pid name
 BODY_NS='{"model":"chat","messages":[{"role":"user","content":"Hello"}]}'
 BODY_S='{"model":"chat","messages":[{"role":"user","content":"Hello"}],"stream":true,"mock":{"chunks":20}}'
 
+# Translated lanes (t64 = non-streaming, ts64 = streaming 20 chunks; both c=64). Each sub-lane has
+# its own direct baseline: the mock called in the *upstream's* protocol with the body the gateway
+# itself sends upstream for that client request (checked by capturing it), so direct vs switchyard
+# differ only by the gateway and its translation. On translated lanes the mock field must travel
+# inside provider_options (the gateway merges it into the upstream body).
+TL_SUBS="oa2an oa2gm an2oa"
+AN_VER='anthropic-version: 2023-06-01'
+TL_MSG='"messages":[{"role":"user","content":"Hello"}]'
+TL_S_GW=',"stream":true,"provider_options":{"mock":{"chunks":20}}'
+# tl_spec LANE SUB TARGET -> sets T_PORT T_PATH T_BODY T_HDR (one extra header or "") and
+# T_KIND (protocol the answer is in: openai | anthropic | gemini)
+tl_spec() {
+  local lane=$1 sub=$2 target=$3 s=0
+  [ "$lane" = ts64 ] && s=1
+  T_HDR=""
+  if [ "$target" = direct ]; then
+    T_PORT=$MOCK_PORT
+    case "$sub" in
+      oa2an) T_KIND=anthropic; T_PATH=/v1/messages; T_HDR=$AN_VER
+             T_BODY='{"model":"claude-sonnet-4-5","max_tokens":1024,'"$TL_MSG"
+             [ "$s" = 1 ] && T_BODY+=',"stream":true,"mock":{"chunks":20}'
+             T_BODY+='}';;
+      oa2gm) T_KIND=gemini
+             if [ "$s" = 1 ]; then
+               T_PATH='/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse'
+               T_BODY='{"contents":[{"role":"user","parts":[{"text":"Hello"}]}],"mock":{"chunks":20}}'
+             else
+               T_PATH='/v1beta/models/gemini-2.5-flash:generateContent'
+               T_BODY='{"contents":[{"role":"user","parts":[{"text":"Hello"}]}]}'
+             fi;;
+      an2oa) T_KIND=openai; T_PATH=/v1/chat/completions
+             T_BODY='{"model":"gpt-4o-mini",'"$TL_MSG"',"max_completion_tokens":1024'
+             [ "$s" = 1 ] && T_BODY+=',"stream":true,"stream_options":{"include_usage":true},"mock":{"chunks":20}'
+             T_BODY+='}';;
+    esac
+  else
+    T_PORT=$GW_PORT
+    case "$sub" in
+      oa2an) T_KIND=openai; T_PATH=/v1/chat/completions; T_BODY='{"model":"mock-an/claude",'"$TL_MSG";;
+      oa2gm) T_KIND=openai; T_PATH=/v1/chat/completions; T_BODY='{"model":"mock-gm/gemini",'"$TL_MSG";;
+      an2oa) T_KIND=anthropic; T_PATH=/v1/messages; T_HDR=$AN_VER
+             T_BODY='{"model":"mock/gpt-4o-mini","max_tokens":1024,'"$TL_MSG";;
+    esac
+    [ "$s" = 1 ] && T_BODY+="$TL_S_GW"
+    T_BODY+='}'
+  fi
+}
+has_lane() { [[ " $LANES " == *" $1 "* ]]; }
+
 # mock
 "$BIN" mock --listen "127.0.0.1:$MOCK_PORT" >"$RAW/mock.log" 2>&1 &
 MOCK_PID=$!; PIDS+=("$MOCK_PID")
@@ -175,8 +225,12 @@ cat >"$RES/switchyard.yaml" <<EOF
 server: { listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT }
 providers:
   mock: { protocol: openai, base_url: http://127.0.0.1:$MOCK_PORT/v1 }
+  mock-an: { protocol: anthropic, base_url: http://127.0.0.1:$MOCK_PORT }
+  mock-gm: { protocol: gemini, base_url: http://127.0.0.1:$MOCK_PORT }
 models:
   - { id: mock/gpt-4o-mini, provider: mock, model: gpt-4o-mini, capabilities: [streaming] }
+  - { id: mock-an/claude, provider: mock-an, model: claude-sonnet-4-5, max_output_tokens: 1024 }
+  - { id: mock-gm/gemini, provider: mock-gm, model: gemini-2.5-flash }
 routes:
   chat: { strategy: priority, targets: [mock/gpt-4o-mini] }
 observability: { log_format: json, log_requests: true }
@@ -206,6 +260,67 @@ for port in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT"; do
   [ "$n" -ge 20 ] || die "stream via port $port had $n data events (want >= 20: is the mock field forwarded?)"
 done
 
+# Translated lanes: each request once (direct and through the gateway), checking status 200, the
+# answer's shape in its protocol and, for streams, >= 20 content events and a proper ending
+# (OpenAI "data: [DONE]", Anthropic "event: message_stop", Gemini last frame with finishReason).
+check_req() { # NAME KIND STREAM(0/1) URL BODY [HEADER]
+  local name=$1 kind=$2 s=$3 url=$4 body=$5 hdr=${6:-} code
+  local args=(-s --max-time 10 -o "$RAW/smoke.out" -w '%{http_code}' -H 'content-type: application/json')
+  [ -n "$hdr" ] && args+=(-H "$hdr")
+  code="$(curl "${args[@]}" -d "$body" "$url" || true)"
+  [ "$code" = 200 ] || { head -c 600 "$RAW/smoke.out" >&2; echo >&2; die "smoke $name: $url answered ${code:-nothing}"; }
+  python3 - "$RAW/smoke.out" "$kind" "$s" <<'PY' || die "smoke $name: bad answer from $url (see bench/results/raw/smoke.out)"
+import json, sys
+path, kind, stream = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+text = open(path, encoding="utf-8").read()
+def fail(msg):
+    print(f"  {msg}; answer starts: {text[:300]!r}", file=sys.stderr); sys.exit(1)
+if not stream:
+    j = json.loads(text)
+    got = {"openai": lambda: j["choices"][0]["message"]["content"],
+           "anthropic": lambda: j["content"][0]["text"],
+           "gemini": lambda: j["candidates"][0]["content"]["parts"][0]["text"]}[kind]
+    try:
+        ok = bool(got())
+    except (KeyError, IndexError, TypeError):
+        ok = False
+    ok or fail(f"not a {kind} non-streaming answer")
+    sys.exit(0)
+events = []  # (event name, data) per SSE event
+for block in text.replace("\r\n", "\n").split("\n\n"):
+    ev, data = None, []
+    for ln in block.split("\n"):
+        if ln.startswith("event:"): ev = ln[6:].strip()
+        elif ln.startswith("data:"): data.append(ln[5:].strip())
+    if ev or data: events.append((ev, "\n".join(data)))
+events or fail("no SSE events")
+if kind == "openai":
+    n = sum(1 for _, d in events if d.startswith("{") and
+            any(c.get("delta", {}).get("content") for c in json.loads(d).get("choices", [])))
+    events[-1][1] == "[DONE]" or fail("stream does not end with data: [DONE]")
+elif kind == "anthropic":
+    n = sum(1 for e, _ in events if e == "content_block_delta")
+    events[-1][0] == "message_stop" or fail("stream does not end with event: message_stop")
+else:
+    frames = [json.loads(d) for _, d in events if d.startswith("{")]
+    n = sum(1 for f in frames if f.get("candidates", [{}])[0].get("content", {}).get("parts"))
+    (frames and frames[-1]["candidates"][0].get("finishReason")) or fail("last frame has no finishReason")
+n >= 20 or fail(f"{n} content events (want >= 20: does the mock field reach the mock?)")
+PY
+}
+if has_lane t64 || has_lane ts64; then
+  for lane in t64 ts64; do
+    s=0; [ "$lane" = ts64 ] && s=1
+    for sub in $TL_SUBS; do
+      for target in direct switchyard; do
+        tl_spec "$lane" "$sub" "$target"
+        check_req "$lane-$sub/$target" "$T_KIND" "$s" "http://127.0.0.1:$T_PORT$T_PATH" "$T_BODY" "$T_HDR"
+      done
+    done
+  done
+  log "translated lanes: every request answered 200 with a complete answer"
+fi
+
 # ---------------------------------------------------------------- measuring helpers
 target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; esac; }
 # PIDs of the proxy under test (none for direct)
@@ -231,13 +346,14 @@ hwm_kib() { local pid; for pid in "$@"; do awk '/^VmHWM:/ {print $2}' "/proc/$pi
 lane_conc() { case "$1" in c1) echo 1;; c64|s64) echo 64;; c256) echo 256;; esac; }
 lane_body() { case "$1" in s64) echo "$BODY_S";; *) echo "$BODY_NS";; esac; }
 
-# loadgen PORT CONC SECONDS BODY OUTFILE -> normalized JSON on OUTFILE
+# loadgen URL CONC SECONDS BODY OUTFILE [HEADER] -> normalized JSON on OUTFILE
 loadgen() {
-  local port=$1 conc=$2 secs=$3 body=$4 out=$5
-  local url="http://127.0.0.1:$port/v1/chat/completions"
+  local url=$1 conc=$2 secs=$3 body=$4 out=$5 hdr=${6:-}
+  local hargs=()
   if [ "$LOADGEN" = oha ]; then
+    [ -n "$hdr" ] && hargs=(-H "$hdr")
     "${PINNER[@]}" "$OHA" --no-tui --output-format json -z "${secs}s" -c "$conc" -m POST \
-      -H 'content-type: application/json' -d "$body" "$url" >"$out.raw" 2>"$out.err" || true
+      -H 'content-type: application/json' "${hargs[@]}" -d "$body" "$url" >"$out.raw" 2>"$out.err" || true
     python3 - "$out.raw" "$secs" >"$out" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -254,7 +370,8 @@ print(json.dumps({"ok": ok, "errors": (total_codes - ok) + (errs - cut), "rps": 
                   "p50_ms": ms(lp.get("p50")), "p99_ms": ms(lp.get("p99")), "p999_ms": ms(lp.get("p99.9"))}))
 PY
   else
-    "${PINNER[@]}" wrk -t1 -c "$conc" -d "${secs}s" --timeout 10s -s "$BENCH/wrk.lua" "$url" -- "$body" \
+    [ -n "$hdr" ] && hargs=("$hdr")
+    "${PINNER[@]}" wrk -t1 -c "$conc" -d "${secs}s" --timeout 10s -s "$BENCH/wrk.lua" "$url" -- "$body" "${hargs[@]}" \
       >"$out.raw" 2>"$out.err" || true
     python3 - "$out.raw" >"$out" <<'PY'
 import json, sys

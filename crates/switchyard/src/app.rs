@@ -46,7 +46,7 @@ impl App {
         RequestCtx::new(
             request_id.to_owned(),
             crate::ingress::trace_id(headers),
-            live.config.version.clone(),
+            live.version.clone(),
             self.decisions.clone(),
             Some(self.metrics.clone()),
         )

@@ -47,7 +47,7 @@ pub async fn run(
         .candidates
         .iter()
         .map(|c| CandidateLog {
-            deployment: c.dep.cfg.id.clone(),
+            deployment: c.dep.name.clone(),
             role: c.role,
             score: Default::default(),
         })
@@ -63,7 +63,7 @@ pub async fn run(
         deadline: route_deadline.map(|d| started + d),
     };
     let served = reliability::execute(&plan, inbound, &call, ctx).await?;
-    ctx.selected = Some(served.dep.cfg.id.clone());
+    ctx.selected = Some(served.dep.name.clone());
     ctx.fallback_reason = served.fallback_reason;
     let t = served.dep.provider.cfg.timeouts;
     let limits = sse_out::StreamLimits {

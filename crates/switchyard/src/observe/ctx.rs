@@ -12,16 +12,17 @@ use std::sync::Arc;
 
 use super::decision_log::DecisionSink;
 use super::metrics::{
-    AttemptLabels, DeploymentLabels, Metrics, ReasonLabels, RequestLabels, RouteLabels, TokenLabels,
+    AttemptLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels, RouteLabels,
+    TokenLabels,
 };
 use crate::config::Pricing;
 use crate::error::GatewayError;
 
 #[derive(Debug, Serialize)]
 pub struct AttemptLog {
-    pub deployment: String,
+    pub deployment: Arc<str>,
     #[serde(skip)]
-    pub provider: String,
+    pub provider: Arc<str>,
     /// `ok` or a contract §4 code.
     pub outcome: &'static str,
     pub status: Option<u16>,
@@ -35,10 +36,15 @@ fn ms(d: Duration) -> f64 {
 }
 
 impl AttemptLog {
-    pub fn ok(deployment: &str, provider: &str, latency: Duration, ttfb: Duration) -> Self {
+    pub fn ok(
+        deployment: &Arc<str>,
+        provider: &Arc<str>,
+        latency: Duration,
+        ttfb: Duration,
+    ) -> Self {
         AttemptLog {
-            deployment: deployment.to_owned(),
-            provider: provider.to_owned(),
+            deployment: deployment.clone(),
+            provider: provider.clone(),
             outcome: "ok",
             status: Some(200),
             latency_ms: ms(latency),
@@ -47,10 +53,15 @@ impl AttemptLog {
         }
     }
 
-    pub fn failed(deployment: &str, provider: &str, e: &GatewayError, latency: Duration) -> Self {
+    pub fn failed(
+        deployment: &Arc<str>,
+        provider: &Arc<str>,
+        e: &GatewayError,
+        latency: Duration,
+    ) -> Self {
         AttemptLog {
-            deployment: deployment.to_owned(),
-            provider: provider.to_owned(),
+            deployment: deployment.clone(),
+            provider: provider.clone(),
             outcome: e.code.as_str(),
             status: e.upstream_status,
             latency_ms: ms(latency),
@@ -62,7 +73,7 @@ impl AttemptLog {
 
 #[derive(Debug, Serialize)]
 pub struct CandidateLog {
-    pub deployment: String,
+    pub deployment: Arc<str>,
     pub role: &'static str,
     /// Score parts (the routing issue fills these in).
     pub score: serde_json::Map<String, serde_json::Value>,
@@ -78,17 +89,19 @@ pub struct TokensLog {
 /// The decision-log line (contract §6).
 #[derive(Debug, Serialize)]
 pub struct RequestCtx {
-    pub ts: String,
+    /// When the request arrived (RFC 3339, formatted only when logged).
+    #[serde(serialize_with = "rfc3339")]
+    pub ts: SystemTime,
     pub request_id: String,
     pub trace_id: Option<String>,
     pub client: Option<String>,
-    pub route: Option<String>,
+    pub route: Option<Arc<str>>,
     pub model: Option<String>,
-    pub config_version: String,
+    pub config_version: Arc<str>,
     pub input_hash: Option<String>,
     pub candidates: Vec<CandidateLog>,
-    pub skipped: Vec<(String, &'static str)>,
-    pub selected: Option<String>,
+    pub skipped: Vec<(Arc<str>, &'static str)>,
+    pub selected: Option<Arc<str>>,
     pub decision_reason: Option<&'static str>,
     pub attempts: Vec<AttemptLog>,
     pub stream: bool,
@@ -117,7 +130,7 @@ impl RequestCtx {
     pub fn new(
         request_id: String,
         trace_id: Option<String>,
-        config_version: String,
+        config_version: Arc<str>,
         sink: DecisionSink,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
@@ -125,7 +138,7 @@ impl RequestCtx {
             m.inflight.inc();
         }
         RequestCtx {
-            ts: humantime_now(),
+            ts: SystemTime::now(),
             request_id,
             trace_id,
             client: None,
@@ -192,41 +205,39 @@ impl RequestCtx {
     /// The request's contribution to the Prometheus metrics, written once.
     fn record(&self, m: &Metrics) {
         m.inflight.dec();
-        let route = self.route.clone().unwrap_or_default();
-        let deployment = self.selected.clone().unwrap_or_default();
-        let stream = if self.stream { "true" } else { "false" }.to_owned();
-        let status = match self.error {
-            Some(code) => code.to_owned(),
-            None => self.status.to_string(),
+        let none = || Name(Arc::from(""));
+        let route = self.route.clone().map_or_else(none, Name);
+        let deployment = self.selected.clone().map_or_else(none, Name);
+        let stream = if self.stream { "true" } else { "false" };
+        let status = match (self.error, self.status) {
+            (Some(code), _) => code,
+            (None, 200) => "200",
+            (None, 499) => "499",
+            (None, _) => "other",
         };
         m.requests
             .get_or_create(&RequestLabels {
                 route: route.clone(),
                 deployment: deployment.clone(),
                 status,
-                stream: stream.clone(),
+                stream,
             })
             .inc();
         m.duration
             .get_or_create(&RouteLabels { route, stream })
             .observe(self.duration_ms / 1e3);
         for a in &self.attempts {
-            m.attempts
-                .get_or_create(&AttemptLabels {
-                    deployment: a.deployment.clone(),
-                    provider: a.provider.clone(),
-                    code: a.outcome.to_owned(),
-                })
-                .inc();
+            let labels = AttemptLabels {
+                deployment: Name(a.deployment.clone()),
+                provider: Name(a.provider.clone()),
+                code: a.outcome,
+            };
+            m.attempts.get_or_create(&labels).inc();
         }
         if let Some(reason) = self.fallback_reason {
-            m.fallbacks
-                .get_or_create(&ReasonLabels {
-                    reason: reason.to_owned(),
-                })
-                .inc();
+            m.fallbacks.get_or_create(&ReasonLabels { reason }).inc();
         }
-        if deployment.is_empty() {
+        if deployment.0.is_empty() {
             return;
         }
         let dep = DeploymentLabels {
@@ -279,11 +290,13 @@ pub fn cost_usd(u: &Usage, p: &Pricing) -> f64 {
         / 1e6
 }
 
+fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_rfc3339(*t))
+}
+
 /// RFC 3339 UTC with milliseconds, without pulling in a date crate.
-fn humantime_now() -> String {
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
+fn format_rfc3339(t: SystemTime) -> String {
+    let now = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = now.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);

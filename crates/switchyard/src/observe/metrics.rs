@@ -9,42 +9,56 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+
+/// A label value from the config (route, deployment, provider id): shared,
+/// so recording a metric clones a pointer rather than a string.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Name(pub Arc<str>);
+
+impl EncodeLabelValue for Name {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, &self.0)
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    pub route: String,
-    pub deployment: String,
+    pub route: Name,
+    pub deployment: Name,
     /// HTTP status, or the §4 code when it failed.
-    pub status: String,
-    pub stream: String,
+    pub status: &'static str,
+    pub stream: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
-    pub route: String,
-    pub stream: String,
+    pub route: Name,
+    pub stream: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeploymentLabels {
-    pub deployment: String,
+    pub deployment: Name,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
-    pub deployment: String,
-    pub provider: String,
-    pub code: String,
+    pub deployment: Name,
+    pub provider: Name,
+    pub code: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
-    pub reason: String,
+    pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenLabels {
-    pub deployment: String,
+    pub deployment: Name,
     pub kind: &'static str,
 }
 
@@ -55,7 +69,7 @@ pub struct ResultLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
-    pub deployment: String,
+    pub deployment: Name,
     pub state: &'static str,
 }
 

@@ -41,8 +41,8 @@ pub async fn execute(
             Ok(answer) => {
                 let ttfb = answer.ttfb();
                 ctx.attempts.push(AttemptLog::ok(
-                    &cand.dep.cfg.id,
-                    &cand.dep.cfg.provider,
+                    &cand.dep.name,
+                    &cand.dep.provider.name,
                     latency,
                     ttfb,
                 ));
@@ -55,8 +55,8 @@ pub async fn execute(
             }
             Err(e) => {
                 ctx.attempts.push(AttemptLog::failed(
-                    &cand.dep.cfg.id,
-                    &cand.dep.cfg.provider,
+                    &cand.dep.name,
+                    &cand.dep.provider.name,
                     &e,
                     latency,
                 ));

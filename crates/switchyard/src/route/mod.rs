@@ -16,10 +16,10 @@ pub struct Candidate {
 }
 
 pub struct Plan {
-    pub route: Option<String>,
+    pub route: Option<std::sync::Arc<str>>,
     pub candidates: Vec<Candidate>,
     /// Deployments left out, with why.
-    pub skipped: Vec<(String, &'static str)>,
+    pub skipped: Vec<(std::sync::Arc<str>, &'static str)>,
     pub reason: &'static str,
 }
 
@@ -37,7 +37,7 @@ pub fn plan(live: &Live, target: &Target<'_>) -> Plan {
         }
         Target::Route(r) => {
             let mut p = Plan {
-                route: Some(r.name.clone()),
+                route: live.route_names.get(&r.name).cloned(),
                 candidates: Vec::new(),
                 skipped: Vec::new(),
                 reason: "first usable target in priority order",
@@ -50,7 +50,9 @@ pub fn plan(live: &Live, target: &Target<'_>) -> Plan {
                 }
                 match live.deployments.get(id) {
                     Some(d) => consider(&mut p, d, role),
-                    None => p.skipped.push((id.to_owned(), "unknown_deployment")),
+                    None => p
+                        .skipped
+                        .push((std::sync::Arc::from(id), "unknown_deployment")),
                 }
             }
             p
@@ -65,6 +67,6 @@ fn consider(p: &mut Plan, d: &Arc<DeploymentRt>, role: &'static str) {
             role,
         });
     } else {
-        p.skipped.push((d.cfg.id.clone(), "adapter_unavailable"));
+        p.skipped.push((d.name.clone(), "adapter_unavailable"));
     }
 }

@@ -15,12 +15,18 @@ pub type SharedLive = Arc<ArcSwap<Live>>;
 
 pub struct Live {
     pub config: Arc<Config>,
+    /// `config.version`, shared with every request's log line.
+    pub version: Arc<str>,
+    /// Route names, shared with logs and metric labels.
+    pub route_names: HashMap<String, Arc<str>>,
     pub deployments: HashMap<String, Arc<DeploymentRt>>,
     /// sha256(virtual key) → index into `config.clients`.
     pub clients_by_key: HashMap<[u8; 32], usize>,
 }
 
 pub struct ProviderRt {
+    /// The provider id, shared with logs and metric labels.
+    pub name: Arc<str>,
     pub cfg: Provider,
     pub adapter: Adapter,
 }
@@ -37,6 +43,8 @@ impl ProviderRt {
 }
 
 pub struct DeploymentRt {
+    /// The deployment id, shared with logs and metric labels.
+    pub name: Arc<str>,
     pub cfg: Deployment,
     pub provider: Arc<ProviderRt>,
     /// Where its requests go, parsed once.
@@ -55,6 +63,7 @@ impl Live {
         let mut providers = HashMap::new();
         for (id, p) in &config.providers {
             let rt = ProviderRt {
+                name: Arc::from(id.as_str()),
                 cfg: p.clone(),
                 adapter: Adapter::for_protocol(p.protocol),
             };
@@ -70,6 +79,7 @@ impl Live {
             deployments.insert(
                 id.clone(),
                 Arc::new(DeploymentRt {
+                    name: Arc::from(id.as_str()),
                     cfg: d.clone(),
                     provider,
                     endpoint,
@@ -83,7 +93,14 @@ impl Live {
             .enumerate()
             .map(|(i, c)| (c.key_sha256, i))
             .collect();
+        let route_names = config
+            .routes
+            .keys()
+            .map(|k| (k.clone(), Arc::from(k.as_str())))
+            .collect();
         Ok(Live {
+            version: Arc::from(config.version.as_str()),
+            route_names,
             config: Arc::new(config),
             deployments,
             clients_by_key,
