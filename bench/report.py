@@ -4,6 +4,11 @@
 Usage: report.py RAW_DIR OUT_MD
 RAW_DIR holds runs.jsonl (one load run a line), ttfb.jsonl (one TTFB run a
 line) and meta.json (environment and idle RSS), all written by run.sh.
+
+Translated lanes are recorded with lane "t64-SUB" / "ts64-SUB" (SUB in
+TL_SUBS) and targets direct/switchyard; TTFB runs of translated lanes carry
+lane "ts64-SUB". Runs flagged "ref" are nginx runs of a plain lane made only
+as the CPU yardstick of the translated lanes; they stay out of the first table.
 """
 import json
 import os
@@ -18,6 +23,16 @@ LANE_NAME = {
     "c256": "non-stream c=256",
     "s64": "stream(20 chunks) c=64",
 }
+# translated lanes: mode -> plain OpenAI lane whose nginx CPU/request is the yardstick
+TL_MODES = {"t64": "c64", "ts64": "s64"}
+TL_SUBS = ["oa2an", "oa2gm", "an2oa"]
+TL_SUB_NAME = {"oa2an": "OpenAI→Anthropic", "oa2gm": "OpenAI→Gemini", "an2oa": "Anthropic→OpenAI"}
+TL_CPU_LIMIT = 3.0
+
+
+def tl_name(lane):
+    mode, sub = lane.split("-", 1)
+    return f"{TL_SUB_NAME[sub]} {LANE_NAME[TL_MODES[mode]]}"
 
 
 def load_jsonl(path):
@@ -46,27 +61,44 @@ def main():
     with open(os.path.join(raw, "meta.json")) as f:
         meta = json.load(f)
 
+    def summarize(rs):
+        rps = [r["rps"] for r in rs]
+        return {
+            "n": len(rs),
+            "rps": med(rps),
+            "rps_spread": (max(rps) - min(rps)) / med(rps) * 100 if med(rps) else None,
+            "p50": med(r["p50_ms"] for r in rs),
+            "p99": med(r["p99_ms"] for r in rs),
+            "p999": med(r["p999_ms"] for r in rs),
+            "cpu": med(r.get("cpu_us_per_req") for r in rs),
+            "hwm": med(r.get("hwm_mib") for r in rs),
+            "errors": sum(r["errors"] for r in rs),
+            "ok": sum(r["ok"] for r in rs),
+        }
+
     # (target, lane) -> median of each metric over the repeats
     agg = {}
     for t in TARGETS:
         for lane in LANE_ORDER:
-            rs = [r for r in runs if r["target"] == t and r["lane"] == lane]
-            if not rs:
-                continue
-            rps = [r["rps"] for r in rs]
-            agg[(t, lane)] = {
-                "n": len(rs),
-                "rps": med(rps),
-                "rps_spread": (max(rps) - min(rps)) / med(rps) * 100 if med(rps) else None,
-                "p50": med(r["p50_ms"] for r in rs),
-                "p99": med(r["p99_ms"] for r in rs),
-                "p999": med(r["p999_ms"] for r in rs),
-                "cpu": med(r.get("cpu_us_per_req") for r in rs),
-                "hwm": med(r.get("hwm_mib") for r in rs),
-                "errors": sum(r["errors"] for r in rs),
-                "ok": sum(r["ok"] for r in rs),
-            }
+            rs = [r for r in runs if r["target"] == t and r["lane"] == lane and not r.get("ref")]
+            if rs:
+                agg[(t, lane)] = summarize(rs)
     lanes = [l for l in LANE_ORDER if any((t, l) in agg for t in TARGETS)]
+    # translated lanes, and nginx's plain-lane CPU yardstick (its lane's runs or the "ref" runs)
+    tl_lanes = [f"{m}-{s}" for m in TL_MODES for s in TL_SUBS]
+    tagg = {}
+    for t in ("direct", "switchyard"):
+        for lane in tl_lanes:
+            rs = [r for r in runs if r["target"] == t and r["lane"] == lane]
+            if rs:
+                tagg[(t, lane)] = summarize(rs)
+    tl_run = [l for l in tl_lanes if any((t, l) in tagg for t in ("direct", "switchyard"))]
+    nref = {}
+    for mode, plain in TL_MODES.items():
+        rs = [r for r in runs if r["target"] == "nginx" and r["lane"] == plain]
+        if rs and any(l.startswith(mode + "-") for l in tl_run):
+            nref[mode] = summarize(rs)
+            nref[mode]["ref_only"] = all(r.get("ref") for r in rs)
 
     L = []
     L.append("# switchyard benchmark — latest run")
@@ -101,7 +133,7 @@ def main():
     # TTFB
     tt = {}
     for t in TARGETS:
-        rs = [r for r in ttfb if r["target"] == t and r.get("n")]
+        rs = [r for r in ttfb if r["target"] == t and r.get("n") and not r.get("lane")]
         if rs:
             tt[t] = {"p50": med(r["p50_ms"] for r in rs), "p99": med(r["p99_ms"] for r in rs),
                      "n": sum(r["n"] for r in rs), "errors": sum(r.get("errors", 0) for r in rs)}
@@ -119,6 +151,69 @@ def main():
             dp99 = a["p99"] - d["p99"] if d and t != "direct" else None
             L.append(f"| {t} | {a['p50']:.3f} | {a['p99']:.3f} | {fmt(dp50, 3, True)} | "
                      f"{fmt(dp99, 3, True)} | {a['n']} | {a['errors']} |")
+        L.append("")
+
+    # translated lanes
+    if tl_run:
+        L.append("## Translated lanes, c=64 (median of repeats)")
+        L.append("")
+        L.append("direct = load generator → mock in the upstream's protocol (the body the gateway sends "
+                 "upstream); switchyard = client protocol → gateway → mock. nginx cannot translate: "
+                 "`× nginx CPU` is switchyard's CPU/request over nginx's on the plain OpenAI lane of "
+                 "the same mode at c=64 in this run (the reference rows).")
+        L.append("")
+        L.append("| lane | target | req/s | spread | p50 ms | p99 ms | p99.9 ms | +p50 ms | +p99 ms | "
+                 "CPU µs/req | × nginx CPU | peak RSS MiB | errors |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+
+        def row(name, t, a, d, ratio):
+            dp50 = a["p50"] - d["p50"] if d and a is not d else None
+            dp99 = a["p99"] - d["p99"] if d and a is not d else None
+            return (f"| {name} | {t} | {a['rps']:.0f} | ±{a['rps_spread'] / 2:.0f}% | "
+                    f"{fmt(a['p50'], 3)} | {fmt(a['p99'], 3)} | {fmt(a['p999'], 3)} | "
+                    f"{fmt(dp50, 3, True)} | {fmt(dp99, 3, True)} | {fmt(a['cpu'], 1)} | "
+                    f"{'–' if ratio is None else f'{ratio:.2f}×'} | {fmt(a['hwm'], 1)} | {a['errors']} |")
+
+        for mode, plain in TL_MODES.items():
+            mlanes = [l for l in tl_run if l.startswith(mode + "-")]
+            if not mlanes:
+                continue
+            n = nref.get(mode)
+            if n:
+                L.append(row(f"OpenAI passthrough {LANE_NAME[plain]} (reference)", "nginx", n, None, None))
+            for lane in mlanes:
+                d = tagg.get(("direct", lane))
+                for t in ("direct", "switchyard"):
+                    a = tagg.get((t, lane))
+                    if not a:
+                        continue
+                    ratio = a["cpu"] / n["cpu"] if t == "switchyard" and n and n["cpu"] and a["cpu"] is not None else None
+                    L.append(row(tl_name(lane), t, a, d, ratio))
+        L.append("")
+
+    ttl = {}
+    for r in ttfb:
+        if r.get("lane") and r.get("n"):
+            ttl.setdefault((r["target"], r["lane"]), []).append(r)
+    ttl = {k: {"p50": med(r["p50_ms"] for r in rs), "p99": med(r["p99_ms"] for r in rs),
+               "n": sum(r["n"] for r in rs), "errors": sum(r.get("errors", 0) for r in rs)}
+           for k, rs in ttl.items()}
+    ttl_lanes = [l for l in tl_lanes if any((t, l) in ttl for t in ("direct", "switchyard"))]
+    if ttl_lanes:
+        L.append("## Translated streaming time to first SSE event, c=1 (median of repeats)")
+        L.append("")
+        L.append("| lane | target | TTFB p50 ms | TTFB p99 ms | +p50 ms | +p99 ms | requests | errors |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|")
+        for lane in ttl_lanes:
+            d = ttl.get(("direct", lane))
+            for t in ("direct", "switchyard"):
+                a = ttl.get((t, lane))
+                if not a:
+                    continue
+                dp50 = a["p50"] - d["p50"] if d and t != "direct" else None
+                dp99 = a["p99"] - d["p99"] if d and t != "direct" else None
+                L.append(f"| {TL_SUB_NAME[lane.split('-', 1)[1]]} stream(20 chunks) | {t} | {a['p50']:.3f} | "
+                         f"{a['p99']:.3f} | {fmt(dp50, 3, True)} | {fmt(dp99, 3, True)} | {a['n']} | {a['errors']} |")
         L.append("")
 
     idle = meta.get("idle_rss_mib")
@@ -169,6 +264,27 @@ def main():
 
     if idle is not None:
         checks.append(("Idle RSS < 50 MiB", f"{idle:.1f} MiB", idle < 50))
+
+    # translated lanes: one row per lane run (none at all when t64/ts64 were left out)
+    for lane in tl_run:
+        mode, plain = lane.split("-", 1)[0], TL_MODES[lane.split("-", 1)[0]]
+        name = (f"Translation CPU/request, {tl_name(lane)}: switchyard ≤ {TL_CPU_LIMIT:g}× nginx's "
+                f"(same mode, c=64, OpenAI lane)")
+        s = tagg.get(("switchyard", lane))
+        n = nref.get(mode)
+        if s and s["cpu"] is not None and n and n["cpu"]:
+            r = s["cpu"] / n["cpu"]
+            checks.append((name, f"{s['cpu']:.1f} / {n['cpu']:.1f} µs = {r:.2f}×", r <= TL_CPU_LIMIT))
+        else:
+            checks.append((name, "no switchyard run" if not s else f"no nginx {plain} run", None))
+    for lane in ttl_lanes:
+        name = f"Streaming TTFB c=1, {TL_SUB_NAME[lane.split('-', 1)[1]]}: switchyard within 1 ms of direct (p50)"
+        s, d = ttl.get(("switchyard", lane)), ttl.get(("direct", lane))
+        if s and d:
+            delta = s["p50"] - d["p50"]
+            checks.append((name, f"{s['p50']:.3f} vs {d['p50']:.3f} ms = {delta * 1000:+.0f} µs", delta <= 1.0))
+        else:
+            checks.append((name, "TTFB run failed", None))
 
     L.append("## Targets")
     L.append("")

@@ -401,48 +401,97 @@ json.dump({
 PY
 
 # ---------------------------------------------------------------- the runs
-NLANES=$(wc -w <<<"$LANES")
-log "lanes: $LANES; $REPEATS repeats x $NLANES lanes x 3 targets x (${WARMUP}+${DURATION}) s ≈ $(( REPEATS * NLANES * 3 * (WARMUP + DURATION) / 60 + 1 )) min"
-for rep in $(seq "$REPEATS"); do
-  for lane in $LANES; do
-    conc="$(lane_conc "$lane")"; body="$(lane_body "$lane")"
-    for target in direct nginx switchyard; do
-      port="$(target_port "$target")"
-      tag="$target-$lane-r$rep"
-      if [ "$WARMUP" -gt 0 ]; then loadgen "$port" "$conc" "$WARMUP" "$body" "$RAW/$tag.warm.json"; fi
-      pids="$(proxy_pids "$target")"
-      # shellcheck disable=SC2086
-      hwm_reset $pids
-      # shellcheck disable=SC2086
-      t0="$(cpu_ticks $pids)"
-      loadgen "$port" "$conc" "$DURATION" "$body" "$RAW/$tag.json"
-      # shellcheck disable=SC2086
-      t1="$(cpu_ticks $pids)"
-      # shellcheck disable=SC2086
-      hwm="$(hwm_kib $pids)"
-      python3 - "$RAW/$tag.json" "$target" "$lane" "$rep" "$((t1 - t0))" "$(getconf CLK_TCK)" "$hwm" "$pids" \
-        >>"$RAW/runs.jsonl" <<'PY'
+# measure TARGET LANE URL CONC BODY HEADER REP [REF]: warm-up, then one measured run -> runs.jsonl.
+# REF=1 marks an nginx run of a plain OpenAI lane that is only there as the CPU reference of the
+# translated lanes (its lane was not in LANES); report.py keeps it out of the load-lane table.
+measure() {
+  local target=$1 lane=$2 url=$3 conc=$4 body=$5 hdr=$6 rep=$7 ref=${8:-0}
+  local tag="$target-$lane-r$rep" pids t0 t1 hwm
+  [ "$ref" = 1 ] && tag="$tag-ref"
+  if [ "$WARMUP" -gt 0 ]; then loadgen "$url" "$conc" "$WARMUP" "$body" "$RAW/$tag.warm.json" "$hdr"; fi
+  pids="$(proxy_pids "$target")"
+  # shellcheck disable=SC2086
+  hwm_reset $pids
+  # shellcheck disable=SC2086
+  t0="$(cpu_ticks $pids)"
+  loadgen "$url" "$conc" "$DURATION" "$body" "$RAW/$tag.json" "$hdr"
+  # shellcheck disable=SC2086
+  t1="$(cpu_ticks $pids)"
+  # shellcheck disable=SC2086
+  hwm="$(hwm_kib $pids)"
+  python3 - "$RAW/$tag.json" "$target" "$lane" "$rep" "$((t1 - t0))" "$(getconf CLK_TCK)" "$hwm" "$pids" "$ref" \
+    >>"$RAW/runs.jsonl" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-target, lane, rep, ticks, hz, hwm, pids = sys.argv[2:9]
+target, lane, rep, ticks, hz, hwm, pids, ref = sys.argv[2:10]
 r.update(target=target, lane=lane, rep=int(rep))
+if ref == "1":
+    r["ref"] = True
 if pids.strip():
     r["cpu_us_per_req"] = int(ticks) / int(hz) * 1e6 / r["ok"] if r["ok"] else None
     r["hwm_mib"] = int(hwm) / 1024.0
 print(json.dumps(r))
 PY
-      log "$(tail -n1 "$RAW/runs.jsonl" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); c=r.get("cpu_us_per_req"); print("%-10s %-4s r%d: %8.0f req/s  p50 %.3f  p99 %.3f ms  cpu %s us/req  err %d" % (r["target"], r["lane"], r["rep"], r["rps"], r["p50_ms"] or -1, r["p99_ms"] or -1, "-" if c is None else "%.1f" % c, r["errors"]))')"
-    done
+  log "$(tail -n1 "$RAW/runs.jsonl" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); c=r.get("cpu_us_per_req"); print("%-10s %-4s r%d: %8.0f req/s  p50 %.3f  p99 %.3f ms  cpu %s us/req  err %d%s" % (r["target"], r["lane"], r["rep"], r["rps"], r["p50_ms"] or -1, r["p99_ms"] or -1, "-" if c is None else "%.1f" % c, r["errors"], "  (reference)" if r.get("ref") else ""))')"
+}
+# ttfb_run TARGET LANE PORT PATH BODY HEADER REP -> ttfb.jsonl (LANE "" = the plain OpenAI TTFB run)
+ttfb_run() {
+  local target=$1 lane=$2 port=$3 path=$4 body=$5 hdr=$6 rep=$7 out
+  local hargs=()
+  [ -n "$hdr" ] && hargs=(--header "$hdr")
+  out="$("${PINNER[@]}" python3 "$BENCH/ttfb.py" --port "$port" --path "$path" --n "$TTFB_N" "${hargs[@]}" \
+    --body "$body" 2>>"$RAW/ttfb.err" || true)"
+  [ -n "$out" ] || out='{"n":0}'
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(target=sys.argv[2], rep=int(sys.argv[3])); sys.argv[4] and r.update(lane=sys.argv[4]); print(json.dumps(r))' \
+    "$out" "$target" "$rep" "$lane" >>"$RAW/ttfb.jsonl"
+  log "ttfb $target${lane:+ $lane} r$rep: $out"
+}
+
+NRUNS=0
+for lane in $LANES; do
+  case "$lane" in
+    t64|ts64) NRUNS=$((NRUNS + 6)); ref=c64; [ "$lane" = ts64 ] && ref=s64
+              has_lane "$ref" || NRUNS=$((NRUNS + 1));;
+    *) NRUNS=$((NRUNS + 3));;
+  esac
+done
+log "lanes: $LANES; $REPEATS repeats x $NRUNS runs x (${WARMUP}+${DURATION}) s ≈ $(( REPEATS * NRUNS * (WARMUP + DURATION) / 60 + 1 )) min"
+for rep in $(seq "$REPEATS"); do
+  for lane in $LANES; do
+    case "$lane" in
+      t64|ts64)
+        # nginx's CPU/request on the plain OpenAI lane of the same mode is the yardstick; measure it
+        # here if that lane is not part of this run.
+        ref=c64; [ "$lane" = ts64 ] && ref=s64
+        if ! has_lane "$ref"; then
+          measure nginx "$ref" "http://127.0.0.1:$NGINX_PORT/v1/chat/completions" 64 "$(lane_body "$ref")" "" "$rep" 1
+        fi
+        for sub in $TL_SUBS; do
+          for target in direct switchyard; do
+            tl_spec "$lane" "$sub" "$target"
+            measure "$target" "$lane-$sub" "http://127.0.0.1:$T_PORT$T_PATH" 64 "$T_BODY" "$T_HDR" "$rep"
+          done
+        done;;
+      *)
+        conc="$(lane_conc "$lane")"; body="$(lane_body "$lane")"
+        for target in direct nginx switchyard; do
+          measure "$target" "$lane" "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+            "$conc" "$body" "" "$rep"
+        done;;
+    esac
   done
   if [ "$TTFB_N" -gt 0 ]; then
     for target in direct nginx switchyard; do
-      port="$(target_port "$target")"
-      out="$("${PINNER[@]}" python3 "$BENCH/ttfb.py" --port "$port" --n "$TTFB_N" --body "$BODY_S" 2>>"$RAW/ttfb.err" || true)"
-      [ -n "$out" ] || out='{"n":0}'
-      python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(target=sys.argv[2], rep=int(sys.argv[3])); print(json.dumps(r))' \
-        "$out" "$target" "$rep" >>"$RAW/ttfb.jsonl"
-      log "ttfb $target r$rep: $out"
+      ttfb_run "$target" "" "$(target_port "$target")" /v1/chat/completions "$BODY_S" "" "$rep"
     done
+    if has_lane ts64; then
+      for sub in $TL_SUBS; do
+        for target in direct switchyard; do
+          tl_spec ts64 "$sub" "$target"
+          ttfb_run "$target" "ts64-$sub" "$T_PORT" "$T_PATH" "$T_BODY" "$T_HDR" "$rep"
+        done
+      done
+    fi
   fi
 done
 

@@ -9,7 +9,10 @@ or ``event:``) arrives. Prints one JSON object:
     {"n": N, "p50_ms": ..., "p99_ms": ..., "mean_ms": ..., "min_ms": ..., "errors": E}
 
 Usage: ttfb.py --port 18080 [--host 127.0.0.1] [--path /v1/chat/completions]
-               [--n 300] [--warmup 20] [--body JSON]
+               [--n 300] [--warmup 20] [--body JSON] [--header 'Name: value' ...]
+
+--path may carry a query string (Gemini: '/v1beta/models/M:streamGenerateContent?alt=sse');
+--header adds a request header (repeatable), e.g. 'anthropic-version: 2023-06-01'.
 """
 import argparse
 import json
@@ -126,7 +129,10 @@ def main():
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--body", default=DEFAULT_BODY)
+    ap.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                    help="extra request header (repeatable)")
     a = ap.parse_args()
+    extra = "".join(f"{h.strip()}\r\n" for h in a.header)
 
     body = a.body.encode()
     req = (
@@ -134,6 +140,7 @@ def main():
         f"Host: {a.host}:{a.port}\r\n"
         "Content-Type: application/json\r\n"
         "Accept: text/event-stream\r\n"
+        f"{extra}"
         f"Content-Length: {len(body)}\r\n"
         "\r\n"
     ).encode() + body

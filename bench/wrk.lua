@@ -1,10 +1,15 @@
 -- Fallback load script for wrk (used by bench/run.sh only when oha cannot be built).
--- Usage: wrk ... -s bench/wrk.lua URL -- 'JSON BODY'
+-- Usage: wrk ... -s bench/wrk.lua URL -- 'JSON BODY' ['Name: value' ...]
+-- (extra arguments after the body are request headers, e.g. 'anthropic-version: 2023-06-01')
 -- Prints one line "WRKJSON {...}" with the same fields run.sh gets from oha.
 function init(args)
   wrk.method = "POST"
   wrk.body = args[1]
   wrk.headers["Content-Type"] = "application/json"
+  for i = 2, #args do
+    local k, v = args[i]:match("^([^:]+):%s*(.-)%s*$")
+    if k then wrk.headers[k] = v end
+  end
 end
 
 function done(summary, latency, requests)
