@@ -70,6 +70,8 @@ pub fn admin_router(app: App) -> Router {
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .route("/metrics", get(admin::metrics))
+        .route("/admin/state", get(admin::state))
+        .route("/admin/deployments/{id}/{action}", post(admin::circuit))
         .route("/admin/reload", post(admin::reload))
         .with_state(app)
 }

@@ -23,6 +23,8 @@ use crate::app::{self, App};
 use crate::config::Config;
 use crate::observe::decision_log::DecisionSink;
 use crate::state::live::Live;
+use crate::state::memory::MemoryStore;
+use crate::state::store::Registry;
 
 /// Where client connections are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +81,9 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
             "no `clients:` section: the gateway is open to anyone who can reach {listen}"
         );
     }
-    let live = Live::build(config)?;
+    let store = Arc::new(MemoryStore::new());
+    let registry = Arc::new(Registry::new(store.clone()));
+    let live = Live::build(config, &registry)?;
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
         decisions: opts.decisions,
@@ -92,6 +96,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let mut tasks = vec![
         serve(admin, app::admin_router(app.clone()), shutdown.clone()),
         sighup_reload(app.clone(), shutdown.clone()),
+        sweep(store, shutdown.clone()),
     ];
     let mut threads = Vec::new();
     let addr = match opts.workers {
@@ -225,6 +230,19 @@ fn serve(
             .await;
         if let Err(e) = result {
             tracing::error!("listener stopped: {e}");
+        }
+    })
+}
+
+/// Expired store records (old windows, sessions) are dropped now and then.
+fn sweep(store: Arc<MemoryStore>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => store.sweep(tokio::time::Instant::now()),
+            }
         }
     })
 }

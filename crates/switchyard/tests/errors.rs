@@ -153,7 +153,7 @@ models:
   - { id: bad/m, provider: bad, model: m }
   - { id: mock/m, provider: mock, model: m }
 routes:
-  chat: { targets: [bad/m, mock/m] }
+  chat: { targets: [bad/m, mock/m], retry: { attempts: 1 } }
 "#;
     let h = common::start(yaml).await;
     let resp = h.post(chat(json!({}))).await;
@@ -202,7 +202,7 @@ models:
   - { id: mock/a, provider: mock, model: a }
   - { id: mock/b, provider: mock, model: b }
 routes:
-  chat: { targets: [mock/a, mock/b] }
+  chat: { targets: [mock/a, mock/b], retry: { attempts: 1 } }
 "#;
     let h = common::start(yaml).await;
     h.mock.script(vec![

@@ -23,6 +23,8 @@ models:
   - { id: gm/gemini, provider: gm, model: gemini-2.5-flash, max_output_tokens: 4096 }
 routes:
   chat: { targets: [an/claude] }
+  an-once: { targets: [an/claude], retry: { attempts: 1 } }
+  gm-once: { targets: [gm/gemini], retry: { attempts: 1 } }
 "#;
 
 const LANES: [(&str, &str, &str); 3] = [
@@ -426,12 +428,12 @@ async fn upstream_errors_arrive_in_the_clients_envelope() {
     h.mock
         .set_default(Behavior::fixture("anthropic/error_529_overloaded"));
     let resp = h
-        .post(json!({"model": "an/claude", "messages": common::user("Hi")}))
+        .post(json!({"model": "an-once", "messages": common::user("Hi")}))
         .await;
     assert_eq!(resp.status(), 503);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "overloaded");
-    let resp = messages(&h, json!({"model": "an/claude", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]})).await;
+    let resp = messages(&h, json!({"model": "an-once", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]})).await;
     assert_eq!(resp.status(), 503);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(
@@ -442,7 +444,7 @@ async fn upstream_errors_arrive_in_the_clients_envelope() {
     h.mock
         .set_default(Behavior::fixture("gemini/error_429_resource_exhausted"));
     let resp = h
-        .post(json!({"model": "gm/gemini", "messages": common::user("Hi")}))
+        .post(json!({"model": "gm-once", "messages": common::user("Hi")}))
         .await;
     assert_eq!(resp.status(), 429);
     assert!(
@@ -458,7 +460,7 @@ async fn upstream_errors_arrive_in_the_clients_envelope() {
     .unwrap();
     h.mock.set_default(Behavior::status(200, blocked));
     let resp = h
-        .post(json!({"model": "gm/gemini", "messages": common::user("Hi")}))
+        .post(json!({"model": "gm-once", "messages": common::user("Hi")}))
         .await;
     assert_eq!(resp.status(), 400);
     let body: Value = resp.json().await.unwrap();

@@ -33,7 +33,7 @@ use switchyard_protocol::openai::RequestView;
 use switchyard_protocol::passthrough::Fields;
 use tokio::time::Instant;
 
-use crate::config::Protocol;
+use crate::config::{Protocol, ProviderKey};
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::DeploymentRt;
 pub use stream::{Step, UpstreamStream};
@@ -170,6 +170,7 @@ impl Answer {
 /// One attempt against one deployment.
 pub async fn chat(
     dep: &DeploymentRt,
+    key: Option<&ProviderKey>,
     inbound: &Inbound<'_>,
     call: &CallInfo,
 ) -> Result<Answer, GatewayError> {
@@ -181,6 +182,7 @@ pub async fn chat(
     let upstream_body = std::mem::take(&mut out.body);
     let resp = send::send(
         dep,
+        key,
         inbound.stream(),
         upstream_body,
         call,

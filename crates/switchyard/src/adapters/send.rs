@@ -10,9 +10,9 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
+use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::state::live::DeploymentRt;
-use crate::upstream::keys;
 
 /// Largest upstream JSON answer we read.
 pub const MAX_ANSWER: usize = 64 * 1024 * 1024;
@@ -21,6 +21,7 @@ const MAX_ERROR_BODY: usize = 1024 * 1024;
 /// Send and return a 2xx response (body unread), or the classified error.
 pub async fn send(
     dep: &DeploymentRt,
+    key: Option<&ProviderKey>,
     stream: bool,
     body: Vec<u8>,
     call: &CallInfo,
@@ -28,7 +29,7 @@ pub async fn send(
     total_by: Instant,
 ) -> Result<Response<Incoming>, GatewayError> {
     let provider = &dep.provider;
-    let req = build(dep, stream, Bytes::from(body), call)?;
+    let req = build(dep, key, stream, Bytes::from(body), call)?;
     let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req)
         .map_err(|m| GatewayError::new(ErrorCode::UpstreamError, Source::Gateway, m))?;
     let resp = match tokio::time::timeout_at(first_byte_by, fut).await {
@@ -54,6 +55,7 @@ pub async fn send(
 
 fn build(
     dep: &DeploymentRt,
+    key: Option<&ProviderKey>,
     stream: bool,
     body: Bytes,
     call: &CallInfo,
@@ -73,7 +75,7 @@ fn build(
     let mut req = Request::post(url)
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .header(ACCEPT, HeaderValue::from_static(accept));
-    if let Some(key) = keys::pick(&provider.cfg.keys) {
+    if let Some(key) = key {
         let (name, value) = endpoint::auth_header(adapter, key)
             .map_err(|m| GatewayError::new(ErrorCode::AuthFailed, Source::Gateway, m))?;
         req = req.header(name, value);

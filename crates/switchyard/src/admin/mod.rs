@@ -32,6 +32,7 @@ pub async fn readyz(State(app): State<App>) -> Response {
 }
 
 pub async fn metrics(State(app): State<App>) -> Response {
+    publish_gauges(&app);
     let body = app.metrics.render();
     (
         [(
@@ -55,5 +56,70 @@ pub async fn reload(State(app): State<App>) -> Response {
             axum::Json(serde_json::json!({"result": "error", "errors": errors})),
         )
             .into_response(),
+    }
+}
+
+/// `GET /admin/state`: config version and every deployment's circuit,
+/// health, latency, load and keys.
+pub async fn state(State(app): State<App>) -> Response {
+    let live = app.live.load();
+    let body = serde_json::json!({
+        "config_version": &*live.version,
+        "deployments": live.registry.admin_state(),
+    });
+    axum::Json(body).into_response()
+}
+
+/// `POST /admin/deployments/{id}/{open|close|reset}`: manual circuit control.
+pub async fn circuit(
+    State(app): State<App>,
+    axum::extract::Path((id, action)): axum::extract::Path<(String, String)>,
+) -> Response {
+    let live = app.live.load();
+    let Some(dep) = live.deployments.get(&id) else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"error": format!("no deployment `{id}`")})),
+        )
+            .into_response();
+    };
+    let breaker = &dep.state.circuit;
+    let t = match action.as_str() {
+        "open" => breaker.force_open(),
+        "close" => breaker.force_close(),
+        "reset" => breaker.reset(),
+        other => {
+            let msg = format!("unknown action `{other}`: use open, close or reset");
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({"error": msg})),
+            )
+                .into_response();
+        }
+    };
+    tracing::warn!(deployment = %id, from = t.from.as_str(), to = t.to.as_str(), "circuit changed by hand");
+    axum::Json(serde_json::json!({"id": id, "circuit": t.to.as_str()})).into_response()
+}
+
+/// Circuit state and health are gauges read off the registry when scraped.
+fn publish_gauges(app: &App) {
+    use crate::observe::metrics::{DeploymentLabels, Name, StateLabels};
+    let live = app.live.load();
+    for d in live.registry.admin_state() {
+        let name = Name(std::sync::Arc::from(d.id.as_str()));
+        for state in ["closed", "open", "half_open"] {
+            let v = i64::from(d.circuit == state);
+            app.metrics
+                .circuit_state
+                .get_or_create(&StateLabels {
+                    deployment: name.clone(),
+                    state,
+                })
+                .set(v);
+        }
+        app.metrics
+            .health_score
+            .get_or_create(&DeploymentLabels { deployment: name })
+            .set(d.health_score);
     }
 }

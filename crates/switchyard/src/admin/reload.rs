@@ -17,7 +17,7 @@ pub fn from_file(app: &App) -> Result<String, Vec<String>> {
     };
     let result = config::load_file(path)
         .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>())
-        .and_then(|cfg| Live::build(cfg).map_err(|e| vec![e]));
+        .and_then(|cfg| Live::build(cfg, &app.live.load().registry).map_err(|e| vec![e]));
     match result {
         Ok(live) => {
             app.metrics

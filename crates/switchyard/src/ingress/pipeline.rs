@@ -14,7 +14,7 @@ use crate::config::Client;
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::{CandidateLog, RequestCtx};
 use crate::reliability::{self, Served};
-use crate::route;
+use crate::route::{self, Facts};
 use crate::state::live::{Live, Target};
 
 pub struct Ready {
@@ -39,30 +39,50 @@ pub async fn run(
         )
     })?;
     super::auth::authorize(client, model, &target)?;
-    let plan = route::plan(live, &target);
+    let facts = Facts::read(inbound, headers, &live.config.task_rules);
+    let plan = route::plan(live, &target, &facts, Instant::now())?;
     ctx.route = plan.route.clone();
     ctx.decision_reason = Some(plan.reason);
     ctx.skipped = plan.skipped.clone();
+    ctx.task = facts.task.clone();
     ctx.candidates = plan
         .candidates
         .iter()
         .map(|c| CandidateLog {
             deployment: c.dep.name.clone(),
             role: c.role,
-            score: Default::default(),
+            score: c.score,
+            parts: c.parts.clone(),
         })
         .collect();
-    let route_deadline = match &target {
-        Target::Route(r) => r.deadline,
+    let route = match &target {
+        Target::Route(r) => Some(*r),
         Target::Deployment(_) => None,
     };
     let started = Instant::now();
     let call = CallInfo {
         request_id: ctx.request_id.clone(),
         traceparent: headers.get("traceparent").cloned(),
-        deadline: route_deadline.map(|d| started + d),
+        deadline: route.and_then(|r| r.deadline).map(|d| started + d),
     };
-    let served = reliability::execute(&plan, inbound, &call, ctx).await?;
+    let served =
+        match reliability::execute(&plan, inbound, &call, facts.estimated_total(), ctx).await {
+            Ok(s) => s,
+            // A deadline that ran out is the contract's 504 `timeout`.
+            Err(e)
+                if call.deadline.is_some_and(|d| Instant::now() >= d)
+                    && e.code != ErrorCode::Timeout =>
+            {
+                return Err(GatewayError::upstream(
+                    ErrorCode::Timeout,
+                    format!("the route's deadline passed: {}", e.message),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+    if let (Some(r), Some(session)) = (route.filter(|r| r.sticky), &facts.session) {
+        route::sticky::remember(live, r, session, &served.dep.cfg.id, Instant::now());
+    }
     ctx.selected = Some(served.dep.name.clone());
     ctx.fallback_reason = served.fallback_reason;
     let t = served.dep.provider.cfg.timeouts;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::decision_log::DecisionSink;
 use super::metrics::{
     AttemptLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels, RouteLabels,
-    TokenLabels,
+    ScopeLabels, TokenLabels,
 };
 use crate::config::Pricing;
 use crate::error::GatewayError;
@@ -53,6 +53,19 @@ impl AttemptLog {
         }
     }
 
+    /// A candidate not tried (open circuit, full queue).
+    pub fn skipped(deployment: &Arc<str>, provider: &Arc<str>, outcome: &'static str) -> Self {
+        AttemptLog {
+            deployment: deployment.clone(),
+            provider: provider.clone(),
+            outcome,
+            status: None,
+            latency_ms: 0.0,
+            ttfb_ms: None,
+            resumed: false,
+        }
+    }
+
     pub fn failed(
         deployment: &Arc<str>,
         provider: &Arc<str>,
@@ -75,8 +88,19 @@ impl AttemptLog {
 pub struct CandidateLog {
     pub deployment: Arc<str>,
     pub role: &'static str,
-    /// Score parts (the routing issue fills these in).
-    pub score: serde_json::Map<String, serde_json::Value>,
+    pub score: f64,
+    /// What the score is made of (health, latency, cost, task bonus, sticky).
+    #[serde(serialize_with = "parts")]
+    pub parts: Vec<(&'static str, f64)>,
+}
+
+fn parts<S: serde::Serializer>(p: &[(&'static str, f64)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(p.len()))?;
+    for (k, v) in p {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -96,6 +120,9 @@ pub struct RequestCtx {
     pub trace_id: Option<String>,
     pub client: Option<String>,
     pub route: Option<Arc<str>>,
+    /// The request's task (header or task rule), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
     pub model: Option<String>,
     pub config_version: Arc<str>,
     pub input_hash: Option<String>,
@@ -112,6 +139,13 @@ pub struct RequestCtx {
     pub status: u16,
     pub error: Option<&'static str>,
     pub skipped_events: u32,
+    /// Retries made on the same deployment.
+    pub retries: u32,
+    /// Circuit transitions this request caused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transitions: Vec<String>,
+    #[serde(skip)]
+    pub limit_rejections: u32,
     pub duration_ms: f64,
     #[serde(skip)]
     started: Instant,
@@ -143,6 +177,7 @@ impl RequestCtx {
             trace_id,
             client: None,
             route: None,
+            task: None,
             model: None,
             config_version,
             input_hash: None,
@@ -159,6 +194,9 @@ impl RequestCtx {
             status: 0,
             error: None,
             skipped_events: 0,
+            retries: 0,
+            transitions: Vec::new(),
+            limit_rejections: 0,
             duration_ms: 0.0,
             started: Instant::now(),
             sink,
@@ -233,6 +271,20 @@ impl RequestCtx {
                 code: a.outcome,
             };
             m.attempts.get_or_create(&labels).inc();
+        }
+        if self.limit_rejections > 0 {
+            m.ratelimit_rejections
+                .get_or_create(&ScopeLabels {
+                    scope: "deployment",
+                })
+                .inc_by(u64::from(self.limit_rejections));
+        }
+        if self.retries > 0 && !deployment.0.is_empty() {
+            m.retries
+                .get_or_create(&DeploymentLabels {
+                    deployment: deployment.clone(),
+                })
+                .inc_by(u64::from(self.retries));
         }
         if let Some(reason) = self.fallback_reason {
             m.fallbacks.get_or_create(&ReasonLabels { reason }).inc();

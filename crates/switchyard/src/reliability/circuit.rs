@@ -151,6 +151,18 @@ impl Breaker {
         Record([mode, until_ms, cooldown.as_millis() as u64, 0])
     }
 
+    /// Would `admit` let a request through now? (Read-only: for planning,
+    /// which must not claim the half-open probe.)
+    pub fn is_admissible(&self, now: Instant) -> bool {
+        let rec = self.read(now);
+        let until = rec.map_or(0, |r| r.0[1]);
+        match Self::mode(rec) {
+            CLOSED => true,
+            FORCED_OPEN => false,
+            _ => self.store.millis(now) >= until,
+        }
+    }
+
     pub fn admit(&self, now: Instant) -> Admit {
         let rec = self.read(now);
         let now_ms = self.store.millis(now);

@@ -1,7 +1,16 @@
-//! RELIABILITY: walk the plan's candidates, one attempt each, falling back
-//! only on errors the contract says may fall back and only before anything
-//! reached the client (streams are opened up to their first event inside the
-//! attempt). Every attempt is recorded for the decision log.
+//! RELIABILITY: walk the plan's candidates and make the attempts.
+//!
+//! Per candidate: the circuit admits (or a half-open probe), the deployment's
+//! limits admit (a full queue fails fast, so the next candidate is tried
+//! rather than the busy one melted), then attempts on that deployment: the
+//! contract's table decides — retry the same deployment after the upstream's
+//! Retry-After or a full-jitter backoff (within the route's `retry.attempts`,
+//! the retry budget and the deadline), move to the next candidate, or return
+//! at once. An upstream 401/403 or spent quota sets that key aside and tries
+//! the next key, then the next deployment. A `context_too_long` escalates to
+//! a candidate with a larger window when the route allows it. Streams are
+//! opened up to their first event inside the attempt, so everything here
+//! happens before the client has seen a byte. Every attempt is logged.
 
 pub mod circuit;
 pub mod health;
@@ -13,10 +22,12 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::adapters::{self, Answer, CallInfo, Inbound};
-use crate::error::{ErrorCode, GatewayError};
+use crate::config::{ContextOverflow, ProviderKey};
+use crate::error::{ErrorCode, GatewayError, Source};
 use crate::observe::ctx::{AttemptLog, RequestCtx};
-use crate::route::Plan;
+use crate::route::{Candidate, Plan};
 use crate::state::live::DeploymentRt;
+use circuit::Admit;
 
 pub struct Served {
     pub answer: Answer,
@@ -30,40 +41,45 @@ pub async fn execute(
     plan: &Plan,
     inbound: &Inbound<'_>,
     call: &CallInfo,
+    estimate: u64,
     ctx: &mut RequestCtx,
 ) -> Result<Served, GatewayError> {
     let mut errors: Vec<GatewayError> = Vec::new();
+    // Escalation: after a context_too_long, only larger windows are worth it.
+    let mut min_window: Option<u32> = None;
     for cand in &plan.candidates {
-        let started = Instant::now();
-        let result = adapters::chat(&cand.dep, inbound, call).await;
-        let latency = started.elapsed();
-        match result {
+        if past(call.deadline) {
+            errors.push(GatewayError::upstream(
+                ErrorCode::Timeout,
+                "the route's deadline passed",
+            ));
+            break;
+        }
+        if min_window.is_some_and(|w| cand.dep.cfg.context_window.is_none_or(|cw| cw <= w)) {
+            continue;
+        }
+        match on_deployment(cand, inbound, call, estimate, plan, ctx).await {
             Ok(answer) => {
-                let ttfb = answer.ttfb();
-                ctx.attempts.push(AttemptLog::ok(
-                    &cand.dep.name,
-                    &cand.dep.provider.name,
-                    latency,
-                    ttfb,
-                ));
+                let attempts = ctx.attempts.len();
                 return Ok(Served {
                     answer,
                     dep: cand.dep.clone(),
-                    attempts: errors.len() + 1,
+                    attempts,
                     fallback_reason: errors.first().map(|e| e.code.as_str()),
                 });
             }
             Err(e) => {
-                ctx.attempts.push(AttemptLog::failed(
-                    &cand.dep.name,
-                    &cand.dep.provider.name,
-                    &e,
-                    latency,
-                ));
-                if e.code == ErrorCode::AuthFailed {
-                    tracing::error!(deployment = %cand.dep.cfg.id, "upstream rejected the gateway's key: {}", e.message);
+                let escalate = e.code == ErrorCode::ContextTooLong
+                    && plan.overflow == ContextOverflow::Escalate;
+                if escalate {
+                    min_window = Some(cand.dep.cfg.context_window.unwrap_or(0));
                 }
-                let stop = !e.fall_back();
+                // Too long moves on only to escalate; everything else per the table.
+                let stop = if e.code == ErrorCode::ContextTooLong {
+                    !escalate
+                } else {
+                    !e.fall_back()
+                };
                 errors.push(e);
                 if stop {
                     break;
@@ -71,38 +87,200 @@ pub async fn execute(
             }
         }
     }
-    Err(give_up(plan, errors))
+    Err(give_up(errors))
+}
+
+/// Every attempt on one deployment: keys, retries, circuit and limits.
+async fn on_deployment(
+    cand: &Candidate,
+    inbound: &Inbound<'_>,
+    call: &CallInfo,
+    estimate: u64,
+    plan: &Plan,
+    ctx: &mut RequestCtx,
+) -> Result<Answer, GatewayError> {
+    let dep = &cand.dep;
+    let st = &dep.state;
+    let probe = match st.circuit.admit(Instant::now()) {
+        Admit::Allowed => false,
+        Admit::Probe => true,
+        Admit::Rejected { retry_in } => {
+            let e = GatewayError::new(
+                ErrorCode::NoHealthyDeployment,
+                Source::Gateway,
+                format!("{} is open-circuited", dep.name),
+            )
+            .with_retry_after(Some(retry_in));
+            ctx.attempts.push(AttemptLog::skipped(
+                &dep.name,
+                &dep.provider.name,
+                "circuit_open",
+            ));
+            return Err(e);
+        }
+    };
+    let (reservation, _permit) = match st.limits.admit(estimate).await {
+        Ok(granted) => granted,
+        Err(rejection) => {
+            ctx.attempts.push(AttemptLog::skipped(
+                &dep.name,
+                &dep.provider.name,
+                "gateway_rate_limited",
+            ));
+            ctx.limit_rejections += 1;
+            return Err(rejection.to_error());
+        }
+    };
+    let _inflight = st.health.start();
+    st.retry_budget.deposit();
+    let mut failed = 0u32;
+    loop {
+        let key = match pick_key(dep) {
+            Ok(k) => k,
+            Err(e) => {
+                reservation.cancel();
+                return Err(e);
+            }
+        };
+        let started = Instant::now();
+        let result = adapters::chat(dep, key, inbound, call).await;
+        let latency = started.elapsed();
+        if let Some(t) = st.observe(Instant::now(), result.as_ref().map(|_| ()), latency, probe) {
+            ctx.transitions.push(format!(
+                "{}: {} -> {} ({})",
+                dep.name,
+                t.from.as_str(),
+                t.to.as_str(),
+                t.reason
+            ));
+        }
+        let e = match result {
+            Ok(answer) => {
+                ctx.attempts.push(AttemptLog::ok(
+                    &dep.name,
+                    &dep.provider.name,
+                    latency,
+                    answer.ttfb(),
+                ));
+                reservation.settle(estimate);
+                return Ok(answer);
+            }
+            Err(e) => e,
+        };
+        ctx.attempts.push(AttemptLog::failed(
+            &dep.name,
+            &dep.provider.name,
+            &e,
+            latency,
+        ));
+        failed += 1;
+        if set_key_aside(dep, key, &e) {
+            // Another key may do: not a retry of the same request shape.
+            if !probe && usable_keys(dep) > 0 {
+                continue;
+            }
+            reservation.cancel();
+            return Err(e);
+        }
+        let remaining = call
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        let delay = if probe {
+            None
+        } else {
+            retry::retry_within(&e, failed, &plan.retry, remaining)
+        };
+        match delay {
+            Some(d) if st.retry_budget.try_withdraw(failed == 1) => {
+                // The key cools down for exactly the wait the upstream asked
+                // for, so the retry that wait was for finds it usable (§4).
+                if e.code == ErrorCode::RateLimited {
+                    if let (Some(k), Some(wait)) = (key, e.retry_after) {
+                        st.keys.cool_down(&k.label, Instant::now() + wait);
+                    }
+                }
+                ctx.retries += 1;
+                tokio::time::sleep(d).await;
+            }
+            _ => {
+                reservation.cancel();
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Quarantine a key the upstream rejected or whose quota is spent.
+fn set_key_aside(dep: &DeploymentRt, key: Option<&ProviderKey>, e: &GatewayError) -> bool {
+    let bad_key =
+        (e.code == ErrorCode::AuthFailed && e.source == Source::Upstream) || e.quota_exhausted;
+    match (bad_key, key) {
+        (true, Some(k)) => {
+            tracing::error!(deployment = %dep.name, key = %k.label, "upstream rejected the gateway's key ({}); key set aside", e.code);
+            dep.state.keys.quarantine(&k.label);
+            true
+        }
+        (true, None) => true,
+        _ => false,
+    }
+}
+
+fn usable_keys(dep: &DeploymentRt) -> usize {
+    dep.state
+        .keys
+        .usable_keys(&dep.provider.cfg.keys, |k| k.label.as_str())
+        .count()
+}
+
+/// A usable key by weight; `None` when the provider needs none.
+fn pick_key(dep: &DeploymentRt) -> Result<Option<&ProviderKey>, GatewayError> {
+    let keys = &dep.provider.cfg.keys;
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let usable: Vec<&ProviderKey> = dep
+        .state
+        .keys
+        .usable_keys(keys, |k| k.label.as_str())
+        .collect();
+    match crate::upstream::keys::pick_from(&usable) {
+        Some(k) => Ok(Some(k)),
+        None => Err(GatewayError::upstream(
+            ErrorCode::AuthFailed,
+            format!("every key of provider {} is set aside", dep.provider.name),
+        )),
+    }
+}
+
+fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 /// One failure: that error. Several alike: the shared code (a client can act
 /// on a 429). Mixed: `no_healthy_deployment`.
-fn give_up(plan: &Plan, mut errors: Vec<GatewayError>) -> GatewayError {
+fn give_up(mut errors: Vec<GatewayError>) -> GatewayError {
     let Some(last) = errors.pop() else {
-        let why = if plan.skipped.is_empty() {
-            "the route has no targets".to_owned()
-        } else {
-            let list: Vec<String> = plan
-                .skipped
-                .iter()
-                .map(|(d, r)| format!("{d}: {r}"))
-                .collect();
-            format!("no usable deployment ({})", list.join(", "))
-        };
         return GatewayError::new(
             ErrorCode::NoHealthyDeployment,
-            crate::error::Source::Gateway,
-            why,
+            Source::Gateway,
+            "no candidate could be tried",
         );
     };
     if errors.is_empty() || errors.iter().all(|e| e.code == last.code) || !last.fall_back() {
         return last;
     }
+    let retry_after = errors
+        .iter()
+        .chain(std::iter::once(&last))
+        .filter_map(|e| e.retry_after)
+        .min();
     GatewayError::new(
         ErrorCode::NoHealthyDeployment,
-        crate::error::Source::Gateway,
+        Source::Gateway,
         format!(
             "every candidate failed; last: {}: {}",
             last.code, last.message
         ),
     )
+    .with_retry_after(retry_after)
 }

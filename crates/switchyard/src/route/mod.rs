@@ -1,72 +1,208 @@
-//! ROUTE: a pure function from (live config, what the request names) to an
-//! ordered candidate list. No I/O, no awaits; it records why each deployment
-//! is in or out, for the decision log.
+//! ROUTE: a pure function from (live config, what the request names, what
+//! the request needs, current health) to an ordered candidate list. No I/O,
+//! no awaits; every candidate carries its score parts and every deployment
+//! left out carries why, for the decision log.
 //!
-//! This is the foundation's plan: route targets in config order, then
-//! fallbacks, skipping deployments whose protocol has no adapter yet.
+//! Order of work: constraints first (capabilities required by the route and
+//! implied by the request, `max_cost_per_mtok`, context-window fit, open
+//! circuits), then the route's strategy scores the rest, plus a bonus for
+//! the request's task, and a sticky session's deployment goes first while it
+//! is healthy. Fallbacks follow the targets, in config order.
+
+pub mod facts;
+pub mod sticky;
+pub mod strategy;
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
+use crate::config::{Capabilities, ContextOverflow, Retry, Strategy};
+use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::{DeploymentRt, Live, Target};
+pub use facts::Facts;
 
 pub struct Candidate {
     pub dep: Arc<DeploymentRt>,
     /// `target` or `fallback`.
     pub role: &'static str,
+    pub score: f64,
+    /// The parts of `score`, for the decision log.
+    pub parts: Vec<(&'static str, f64)>,
 }
 
 pub struct Plan {
-    pub route: Option<std::sync::Arc<str>>,
+    pub route: Option<Arc<str>>,
     pub candidates: Vec<Candidate>,
     /// Deployments left out, with why.
-    pub skipped: Vec<(std::sync::Arc<str>, &'static str)>,
+    pub skipped: Vec<(Arc<str>, &'static str)>,
     pub reason: &'static str,
+    pub retry: Retry,
+    pub overflow: ContextOverflow,
 }
 
-pub fn plan(live: &Live, target: &Target<'_>) -> Plan {
-    match target {
+pub fn plan(
+    live: &Live,
+    target: &Target<'_>,
+    facts: &Facts,
+    now: Instant,
+) -> Result<Plan, GatewayError> {
+    let route = match target {
         Target::Deployment(d) => {
-            let mut p = Plan {
-                route: None,
-                candidates: Vec::new(),
-                skipped: Vec::new(),
-                reason: "deployment named directly",
-            };
-            consider(&mut p, d, "target");
-            p
+            let mut p = empty(
+                None,
+                "deployment named directly",
+                Retry::default(),
+                ContextOverflow::Reject,
+            );
+            consider(&mut p, d, "target", Capabilities::default(), None, facts);
+            return finish(p, facts);
         }
-        Target::Route(r) => {
-            let mut p = Plan {
-                route: live.route_names.get(&r.name).cloned(),
-                candidates: Vec::new(),
-                skipped: Vec::new(),
-                reason: "first usable target in priority order",
-            };
-            let ids = r.targets.iter().map(|t| (t.deployment.as_str(), "target"));
-            let fallbacks = r.fallbacks.iter().map(|f| (f.as_str(), "fallback"));
-            for (id, role) in ids.chain(fallbacks) {
-                if p.candidates.iter().any(|c| c.dep.cfg.id == id) {
-                    continue;
-                }
-                match live.deployments.get(id) {
-                    Some(d) => consider(&mut p, d, role),
-                    None => p
-                        .skipped
-                        .push((std::sync::Arc::from(id), "unknown_deployment")),
-                }
-            }
-            p
+        Target::Route(r) => *r,
+    };
+    let mut p = empty(
+        live.route_names.get(&route.name).cloned(),
+        reason(route.strategy),
+        route.retry,
+        route.on_context_overflow,
+    );
+    let ids = route
+        .targets
+        .iter()
+        .map(|t| (t.deployment.as_str(), "target"));
+    let fallbacks = route.fallbacks.iter().map(|f| (f.as_str(), "fallback"));
+    for (id, role) in ids.chain(fallbacks) {
+        if p.candidates.iter().any(|c| &*c.dep.name == id) {
+            continue;
         }
+        match live.deployments.get(id) {
+            Some(d) => consider(
+                &mut p,
+                d,
+                role,
+                route.require,
+                route.max_cost_per_mtok,
+                facts,
+            ),
+            None => p.skipped.push((Arc::from(id), "unknown_deployment")),
+        }
+    }
+    strategy::score(&mut p.candidates, route, facts, now);
+    order(&mut p.candidates);
+    if route.sticky {
+        if let Some(session) = &facts.session {
+            sticky::apply(live, route, session, &mut p, now);
+        }
+    }
+    finish(p, facts)
+}
+
+fn empty(
+    route: Option<Arc<str>>,
+    reason: &'static str,
+    retry: Retry,
+    overflow: ContextOverflow,
+) -> Plan {
+    Plan {
+        route,
+        candidates: Vec::new(),
+        skipped: Vec::new(),
+        reason,
+        retry,
+        overflow,
     }
 }
 
-fn consider(p: &mut Plan, d: &Arc<DeploymentRt>, role: &'static str) {
-    if d.provider.adapter.is_supported() {
-        p.candidates.push(Candidate {
+fn reason(s: Strategy) -> &'static str {
+    match s {
+        Strategy::Priority => "priority: targets in config order",
+        Strategy::Weighted => "weighted: random by target weight",
+        Strategy::Latency => "latency: lowest damped latency first",
+        Strategy::Cost => "cost: cheapest estimated request first",
+        Strategy::Balanced => "balanced: weighted health, latency and cost",
+    }
+}
+
+/// Apply the hard constraints to one deployment.
+fn consider(
+    p: &mut Plan,
+    d: &Arc<DeploymentRt>,
+    role: &'static str,
+    require: Capabilities,
+    max_cost: Option<f64>,
+    facts: &Facts,
+) {
+    let caps = d.cfg.capabilities;
+    // A deployment that declares no capabilities is not constrained by them.
+    let declared = caps != Capabilities::default();
+    let why = if declared && !caps.contains_all(require) {
+        Some("missing_required_capability")
+    } else if declared && !caps.contains_all(facts.needs) {
+        Some("cannot_serve_request")
+    } else if max_cost
+        .zip(d.cfg.pricing)
+        .is_some_and(|(cap, price)| price.input.max(price.output) > cap)
+    {
+        Some("over_max_cost_per_mtok")
+    } else if d.cfg.context_window.is_some_and(|w| {
+        facts.prompt_tokens + u64::from(facts.max_tokens.unwrap_or(0)) > u64::from(w)
+    }) {
+        Some("context_window_too_small")
+    } else if !d.state.circuit.is_admissible(Instant::now()) {
+        Some("circuit_open")
+    } else {
+        None
+    };
+    match why {
+        Some(w) => p.skipped.push((d.name.clone(), w)),
+        None => p.candidates.push(Candidate {
             dep: d.clone(),
             role,
-        });
-    } else {
-        p.skipped.push((d.name.clone(), "adapter_unavailable"));
+            score: 0.0,
+            parts: Vec::new(),
+        }),
     }
+}
+
+/// Targets by score (stable, so ties keep config order), then fallbacks in order.
+fn order(c: &mut [Candidate]) {
+    c.sort_by(|a, b| {
+        let rank = |x: &Candidate| u8::from(x.role == "fallback");
+        rank(a).cmp(&rank(b)).then(
+            b.score
+                .partial_cmp(&a.score)
+                .unwrap_or(std::cmp::Ordering::Equal),
+        )
+    });
+}
+
+/// No candidate left: say why in the contract's terms.
+fn finish(p: Plan, facts: &Facts) -> Result<Plan, GatewayError> {
+    if !p.candidates.is_empty() {
+        return Ok(p);
+    }
+    let all_too_small = !p.skipped.is_empty()
+        && p.skipped
+            .iter()
+            .all(|(_, w)| *w == "context_window_too_small");
+    if all_too_small {
+        return Err(GatewayError::client(
+            ErrorCode::ContextTooLong,
+            format!(
+                "the prompt (~{} tokens) does not fit any candidate's context window",
+                facts.prompt_tokens
+            ),
+        ));
+    }
+    let list: Vec<String> = p.skipped.iter().map(|(d, w)| format!("{d}: {w}")).collect();
+    let why = if list.is_empty() {
+        "the route has no targets".to_owned()
+    } else {
+        format!("no usable deployment ({})", list.join(", "))
+    };
+    Err(GatewayError::new(
+        ErrorCode::NoHealthyDeployment,
+        crate::error::Source::Gateway,
+        why,
+    ))
 }

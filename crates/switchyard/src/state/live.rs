@@ -9,12 +9,15 @@ use std::sync::Arc;
 use crate::adapters::endpoint::{self, Endpoint};
 use crate::adapters::Adapter;
 use crate::config::{Config, Deployment, Provider, Route};
+use crate::state::store::{DeploymentState, Registry};
 use arc_swap::ArcSwap;
 
 pub type SharedLive = Arc<ArcSwap<Live>>;
 
 pub struct Live {
     pub config: Arc<Config>,
+    /// Circuits, health, limits and sessions: kept across reloads.
+    pub registry: Arc<Registry>,
     /// `config.version`, shared with every request's log line.
     pub version: Arc<str>,
     /// Route names, shared with logs and metric labels.
@@ -49,6 +52,8 @@ pub struct DeploymentRt {
     pub provider: Arc<ProviderRt>,
     /// Where its requests go, parsed once.
     pub endpoint: Endpoint,
+    /// Its circuit, health, limits and keys (survives reloads).
+    pub state: Arc<DeploymentState>,
 }
 
 /// What a request's `model` names.
@@ -58,8 +63,9 @@ pub enum Target<'a> {
 }
 
 impl Live {
-    pub fn build(config: Config) -> Result<Live, String> {
+    pub fn build(config: Config, registry: &Arc<Registry>) -> Result<Live, String> {
         crate::upstream::client::check()?;
+        registry.reconcile(&config);
         let mut providers = HashMap::new();
         for (id, p) in &config.providers {
             let rt = ProviderRt {
@@ -76,6 +82,9 @@ impl Live {
                 .ok_or_else(|| format!("models.{id}: unknown provider {}", d.provider))?
                 .clone();
             let endpoint = endpoint::endpoint(provider.adapter, &provider.cfg, d)?;
+            let state = registry
+                .get(id)
+                .ok_or_else(|| format!("models.{id}: no runtime state"))?;
             deployments.insert(
                 id.clone(),
                 Arc::new(DeploymentRt {
@@ -83,6 +92,7 @@ impl Live {
                     cfg: d.clone(),
                     provider,
                     endpoint,
+                    state,
                 }),
             );
         }
@@ -101,6 +111,7 @@ impl Live {
         Ok(Live {
             version: Arc::from(config.version.as_str()),
             route_names,
+            registry: registry.clone(),
             config: Arc::new(config),
             deployments,
             clients_by_key,

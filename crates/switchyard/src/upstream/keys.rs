@@ -4,6 +4,23 @@ use rand::Rng;
 
 use crate::config::ProviderKey;
 
+/// Pick among usable keys by weight.
+pub fn pick_from<'k>(keys: &[&'k ProviderKey]) -> Option<&'k ProviderKey> {
+    let total: u64 = keys.iter().map(|k| u64::from(k.weight)).sum();
+    if total == 0 {
+        return keys.first().copied();
+    }
+    let mut roll = rand::rng().random_range(0..total);
+    for k in keys {
+        let w = u64::from(k.weight);
+        if roll < w {
+            return Some(k);
+        }
+        roll -= w;
+    }
+    keys.last().copied()
+}
+
 /// Pick a key by weight; `None` when the provider has no keys (local servers).
 pub fn pick(keys: &[ProviderKey]) -> Option<&ProviderKey> {
     let total: u64 = keys.iter().map(|k| u64::from(k.weight)).sum();

@@ -1,0 +1,57 @@
+//! Sticky sessions: `x-switchyard-session` keeps a conversation on the
+//! deployment that served it while that deployment is a healthy candidate.
+//! The mapping lives in the state store (so it can be shared), as a hash of
+//! the deployment id under a key derived from route and session.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Plan;
+use crate::config::Route;
+use crate::state::live::Live;
+use crate::state::store::Record;
+
+/// How long a quiet session stays pinned.
+pub const SESSION_TTL: Duration = Duration::from_secs(30 * 60);
+
+fn key(route: &Route, session: &str) -> String {
+    format!("sticky:{}:{session}", route.name)
+}
+
+fn id_hash(id: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
+}
+
+/// Move the session's deployment to the front, if it is still a candidate.
+pub fn apply(live: &Live, route: &Route, session: &str, p: &mut Plan, now: Instant) {
+    let Some(rec) = live.registry.store().get(&key(route, session), now) else {
+        return;
+    };
+    if let Some(i) = p
+        .candidates
+        .iter()
+        .position(|c| id_hash(&c.dep.cfg.id) == rec.0[0])
+    {
+        let c = p.candidates.remove(i);
+        p.candidates.insert(0, c);
+        if let Some(first) = p.candidates.first_mut() {
+            first.parts.push(("sticky", 1.0));
+        }
+        p.reason = "sticky session";
+    }
+}
+
+/// Remember who served the session (the whole history moves with it: the
+/// client sends it on every turn).
+pub fn remember(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
+    live.registry.store().put(
+        &key(route, session),
+        Some(Record([id_hash(deployment), 0, 0, 0])),
+        Some(SESSION_TTL),
+        now,
+    );
+}

@@ -1,0 +1,481 @@
+//! Routing and reliability scenarios over real HTTP with scripted upstream
+//! faults: what the client saw, what the upstreams received (count and
+//! order), the headers and the decision log.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchyard_mock::{Behavior, Fault, MockServer};
+
+fn chat() -> Value {
+    json!({"model": "chat", "messages": common::user("hi")})
+}
+
+async fn admin_state(h: &common::Harness) -> Value {
+    reqwest::get(format!("{}/admin/state", h.gw.admin_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn deployment<'a>(state: &'a Value, id: &str) -> &'a Value {
+    state["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .unwrap()
+}
+
+async fn admin_post(h: &common::Harness, path: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}{path}", h.gw.admin_url()))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn rate_limit_is_retried_after_retry_after_on_the_same_deployment() {
+    let yaml = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+  - { id: mock/b, provider: mock, model: b }
+routes:
+  chat: { targets: [mock/a, mock/b] }
+"#;
+    let h = common::start(yaml).await;
+    h.mock.script(vec![Behavior::fixture(
+        "openai/error_429_rate_limit_tokens",
+    )]);
+    let started = Instant::now();
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.status(), 200);
+    // Retry-After: 1 was honoured: a back-off signal, not an outage.
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/a");
+    assert_eq!(resp.headers()["x-switchyard-attempts"], "2");
+    assert!(resp.headers().get("x-switchyard-fallback-reason").is_none());
+    let models: Vec<String> = h
+        .mock
+        .requests()
+        .iter()
+        .map(|r| {
+            r.json.as_ref().unwrap()["model"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(models, ["a", "a"]);
+    let d = h.decision(0).await;
+    assert_eq!(d["retries"], 1);
+    assert_eq!(d["attempts"][0]["outcome"], "rate_limited");
+}
+
+#[tokio::test]
+async fn client_errors_and_content_filter_are_never_retried() {
+    let yaml = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+  - { id: mock/b, provider: mock, model: b }
+routes:
+  chat: { targets: [mock/a, mock/b] }
+"#;
+    let h = common::start(yaml).await;
+    for fixture in [
+        "openai/error_400_invalid_request",
+        "azure/error_400_content_filter",
+    ] {
+        h.mock.clear_requests();
+        h.mock.set_default(Behavior::fixture(fixture));
+        assert_eq!(h.post(chat()).await.status(), 400);
+        assert_eq!(h.mock.request_count(), 1, "{fixture}");
+    }
+}
+
+#[tokio::test]
+async fn upstream_401_sets_the_key_aside_and_tries_the_next_key() {
+    let yaml = r#"
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    keys: [{ value: key-a, weight: 1000 }, { value: key-b, weight: 1 }]
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+"#;
+    let h = common::start(yaml).await;
+    h.mock.set_valid_keys(vec!["key-b".into()]);
+    for _ in 0..5 {
+        assert_eq!(h.post(chat()).await.status(), 200);
+    }
+    let keys: Vec<String> = h
+        .mock
+        .requests()
+        .iter()
+        .map(|r| r.header("authorization").unwrap().to_owned())
+        .collect();
+    // key-a (heavily weighted) failed once, was quarantined, never used again.
+    assert_eq!(
+        keys.iter().filter(|k| k.ends_with("key-a")).count(),
+        1,
+        "{keys:?}"
+    );
+    let state = admin_state(&h).await;
+    let key_states = &deployment(&state, "mock/a")["keys"];
+    assert!(
+        key_states.to_string().contains("quarantined"),
+        "{key_states}"
+    );
+    // The secret itself never shows.
+    assert!(!state.to_string().contains("key-a\""), "{state}");
+}
+
+#[tokio::test]
+async fn context_too_long_escalates_to_a_larger_window() {
+    let yaml = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/small, provider: mock, model: small, context_window: 8000 }
+  - { id: mock/large, provider: mock, model: large, context_window: 200000 }
+routes:
+  chat: { targets: [mock/small, mock/large], on_context_overflow: escalate }
+"#;
+    let h = common::start(yaml).await;
+    // The upstream says too long (its tokenizer knows better than our estimate).
+    h.mock
+        .script(vec![Behavior::fixture("openai/error_400_context_length")]);
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/large");
+    assert_eq!(
+        resp.headers()["x-switchyard-fallback-reason"],
+        "context_too_long"
+    );
+    // A prompt estimated too long for the small window skips it outright.
+    h.mock.clear_requests();
+    let big = "word ".repeat(40_000);
+    let resp = h
+        .post(json!({"model": "chat", "messages": common::user(&big)}))
+        .await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/large");
+    assert_eq!(h.mock.request_count(), 1);
+    let d = h.decision(1).await;
+    assert!(
+        d["skipped"]
+            .to_string()
+            .contains("context_window_too_small"),
+        "{d}"
+    );
+}
+
+#[tokio::test]
+async fn a_full_queue_answers_429_fast_with_retry_after() {
+    let yaml = r#"
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    limits: { concurrency: 1, queue: 0 }
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+"#;
+    let h = common::start(yaml).await;
+    h.mock.set_default(Behavior::default().latency(600));
+    let slow = h.post(chat());
+    let fast = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = Instant::now();
+        let r = h.post(chat()).await;
+        (r, started.elapsed())
+    };
+    let (slow, (fast, took)) = tokio::join!(slow, fast);
+    assert_eq!(slow.status(), 200);
+    assert_eq!(fast.status(), 429);
+    assert!(took < Duration::from_millis(300), "rejected fast: {took:?}");
+    assert!(fast.headers().contains_key("retry-after"));
+    let body: Value = fast.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "gateway_rate_limited");
+    assert_eq!(
+        h.mock.request_count(),
+        1,
+        "the busy deployment was not sent more"
+    );
+}
+
+#[tokio::test]
+async fn the_route_deadline_bounds_all_attempts() {
+    let yaml = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1", timeouts: { first_byte: 10s } }
+models:
+  - { id: mock/a, provider: mock, model: a }
+  - { id: mock/b, provider: mock, model: b }
+routes:
+  chat: { targets: [mock/a, mock/b], deadline: 400ms }
+"#;
+    let h = common::start(yaml).await;
+    h.mock.set_default(Behavior::fault(Fault::Hang));
+    let started = Instant::now();
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.status(), 504);
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "timeout");
+}
+
+#[tokio::test]
+async fn a_refusing_deployment_opens_its_circuit_and_a_probe_closes_it_after_recovery() {
+    let second = MockServer::start("127.0.0.1:0").await.unwrap();
+    let yaml = format!(
+        r#"
+providers:
+  flaky:
+    protocol: openai
+    base_url: "{}/v1"
+    circuit: {{ consecutive_failures: 3, cooldown: 500ms, min_requests: 100 }}
+  good: {{ protocol: openai, base_url: "{{mock}}/v1" }}
+models:
+  - {{ id: flaky/m, provider: flaky, model: m }}
+  - {{ id: good/m, provider: good, model: m }}
+routes:
+  chat: {{ targets: [flaky/m, good/m], retry: {{ attempts: 1 }} }}
+"#,
+        second.base_url()
+    );
+    let h = common::start(&yaml).await;
+    second.stop_listening().await;
+    for _ in 0..6 {
+        let resp = h.post(chat()).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["x-switchyard-deployment"], "good/m");
+    }
+    let state = admin_state(&h).await;
+    assert_eq!(deployment(&state, "flaky/m")["circuit"], "open");
+    // Requests 4..6 did not even try the open deployment.
+    let d = h.decision(5).await;
+    assert!(d["skipped"].to_string().contains("circuit_open"), "{d}");
+    assert_eq!(d["attempts"].as_array().unwrap().len(), 1);
+    // It recovers; after the cooldown one probe closes the circuit again.
+    second.resume_listening().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "flaky/m");
+    assert_eq!(
+        deployment(&admin_state(&h).await, "flaky/m")["circuit"],
+        "closed"
+    );
+    assert_eq!(second.request_count(), 1);
+}
+
+#[tokio::test]
+async fn circuits_can_be_opened_and_closed_by_hand() {
+    let h = common::start(common::ONE_OPENAI).await;
+    assert_eq!(
+        admin_post(&h, "/admin/deployments/mock%2Fgpt-4o-mini/open")
+            .await
+            .status(),
+        200
+    );
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.status(), 503);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "no_healthy_deployment");
+    assert_eq!(h.mock.request_count(), 0);
+    assert_eq!(
+        admin_post(&h, "/admin/deployments/mock%2Fgpt-4o-mini/close")
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(h.post(chat()).await.status(), 200);
+    assert_eq!(
+        admin_post(&h, "/admin/deployments/mock%2Fgpt-4o-mini/sideways")
+            .await
+            .status(),
+        400
+    );
+    assert_eq!(
+        admin_post(&h, "/admin/deployments/nope/open")
+            .await
+            .status(),
+        404
+    );
+    let state = admin_state(&h).await;
+    assert_eq!(state["config_version"].as_str().unwrap().len(), 64);
+    let d = deployment(&state, "mock/gpt-4o-mini");
+    for field in [
+        "circuit",
+        "health_score",
+        "error_rate",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "inflight",
+        "rpm_used",
+        "tpm_used",
+        "keys",
+    ] {
+        assert!(d.get(field).is_some(), "missing {field}: {d}");
+    }
+    let m = reqwest::get(format!("{}/metrics", h.gw.admin_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains(r#"switchyard_circuit_state{deployment="mock/gpt-4o-mini",state="closed"} 1"#),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn sticky_sessions_stay_put_while_healthy_and_move_when_their_deployment_opens() {
+    let yaml = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+  - { id: mock/b, provider: mock, model: b }
+routes:
+  chat: { strategy: weighted, targets: [mock/a, mock/b], sticky: true }
+"#;
+    let h = common::start(yaml).await;
+    let send = || {
+        reqwest::Client::new()
+            .post(h.url("/v1/chat/completions"))
+            .header("x-switchyard-session", "conv-42")
+            .json(&chat())
+            .send()
+    };
+    let first = send().await.unwrap().headers()["x-switchyard-deployment"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for _ in 0..8 {
+        assert_eq!(
+            send().await.unwrap().headers()["x-switchyard-deployment"],
+            first.as_str()
+        );
+    }
+    admin_post(
+        &h,
+        &format!("/admin/deployments/{}/open", first.replace('/', "%2F")),
+    )
+    .await;
+    let moved = send().await.unwrap().headers()["x-switchyard-deployment"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(moved, first);
+    admin_post(
+        &h,
+        &format!("/admin/deployments/{}/close", first.replace('/', "%2F")),
+    )
+    .await;
+    // The conversation now lives on its new deployment.
+    for _ in 0..4 {
+        assert_eq!(
+            send().await.unwrap().headers()["x-switchyard-deployment"],
+            moved.as_str()
+        );
+    }
+}
+
+#[tokio::test]
+async fn strategies_and_constraints_order_the_candidates() {
+    let yaml = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/dear, provider: mock, model: dear, capabilities: [tools, streaming], pricing: { input: 10, output: 30 } }
+  - { id: mock/cheap, provider: mock, model: cheap, capabilities: [streaming], pricing: { input: 0.1, output: 0.4 } }
+routes:
+  chat: { strategy: cost, targets: [mock/dear, mock/cheap] }
+  capped: { strategy: priority, targets: [mock/dear, mock/cheap], max_cost_per_mtok: 5 }
+"#;
+    let h = common::start(yaml).await;
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/cheap");
+    let d = h.decision(0).await;
+    assert_eq!(d["candidates"][0]["deployment"], "mock/cheap");
+    assert!(
+        d["candidates"][0]["parts"]["est_cost_usd"]
+            .as_f64()
+            .unwrap()
+            < d["candidates"][1]["parts"]["est_cost_usd"]
+                .as_f64()
+                .unwrap()
+    );
+    // A request with tools only goes where tools are.
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]);
+    let resp = h
+        .post(json!({"model": "chat", "messages": common::user("hi"), "tools": tools}))
+        .await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/dear");
+    // The price cap drops the dear deployment even though it is first.
+    let resp = h
+        .post(json!({"model": "capped", "messages": common::user("hi")}))
+        .await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/cheap");
+    let d = h.decision(2).await;
+    assert!(
+        d["skipped"].to_string().contains("over_max_cost_per_mtok"),
+        "{d}"
+    );
+}
+
+#[tokio::test]
+async fn task_hints_prefer_their_targets() {
+    let yaml = r#"
+task_rules:
+  - { task: code, keywords: [python, rust] }
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/general, provider: mock, model: general }
+  - { id: mock/coder, provider: mock, model: coder }
+routes:
+  chat: { targets: [mock/general, mock/coder], tasks: { code: [mock/coder] } }
+"#;
+    let h = common::start(yaml).await;
+    assert_eq!(
+        h.post(chat()).await.headers()["x-switchyard-deployment"],
+        "mock/general"
+    );
+    let resp = h
+        .post(json!({"model": "chat", "messages": common::user("Write Rust please")}))
+        .await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/coder");
+    let resp = reqwest::Client::new()
+        .post(h.url("/v1/chat/completions"))
+        .header("x-switchyard-task", "code")
+        .json(&chat())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/coder");
+    assert_eq!(h.decision(2).await["task"], "code");
+}
