@@ -16,11 +16,15 @@ use super::store::{Record, StateStore};
 /// Buckets per window: a sliding window at 1/20 granularity (3 s of a minute).
 const BUCKETS: u64 = 20;
 
+/// Keys are our own (`dep:<id>:…`), never client input, so a fast
+/// non-cryptographic hash is safe here; SipHash showed on the hot path.
+type FastMap<V> = DashMap<Box<str>, V, foldhash::fast::RandomState>;
+
 pub struct MemoryStore {
     epoch: Instant,
-    windows: DashMap<Box<str>, Mutex<Window>>,
-    records: DashMap<Box<str>, Slot>,
-    scalars: DashMap<Box<str>, AtomicU64>,
+    windows: FastMap<Mutex<Window>>,
+    records: FastMap<Slot>,
+    scalars: FastMap<AtomicU64>,
 }
 
 struct Window {
@@ -52,9 +56,9 @@ impl MemoryStore {
     pub fn new() -> Self {
         MemoryStore {
             epoch: Instant::now(),
-            windows: DashMap::new(),
-            records: DashMap::new(),
-            scalars: DashMap::new(),
+            windows: DashMap::default(),
+            records: DashMap::default(),
+            scalars: DashMap::default(),
         }
     }
 
@@ -175,9 +179,11 @@ impl StateStore for MemoryStore {
 
     fn clear(&self, key: &str) {
         if let Some(w) = self.windows.get(key) {
-            let mut w = lock(&w);
-            let bucket_ms = w.bucket_ms;
-            *w = Window::new(bucket_ms);
+            // Zeroed in place: this runs on every successful attempt (the
+            // breaker's consecutive-failure run), so it must not allocate.
+            for b in &mut lock(&w).slots {
+                b.vals.iter_mut().for_each(|v| *v = 0);
+            }
         }
     }
 
