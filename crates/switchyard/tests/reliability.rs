@@ -479,3 +479,76 @@ routes:
     assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/coder");
     assert_eq!(h.decision(2).await["task"], "code");
 }
+
+#[tokio::test]
+async fn a_clients_own_rpm_is_enforced_with_retry_after() {
+    let yaml = r#"
+clients:
+  - { id: tiny, key_env: CLIENT_KEY, rpm: 2 }
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+"#;
+    let h = common::start(yaml).await;
+    let send = || {
+        reqwest::Client::new()
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth("client-secret")
+            .json(&chat())
+            .send()
+    };
+    assert_eq!(send().await.unwrap().status(), 200);
+    assert_eq!(send().await.unwrap().status(), 200);
+    let third = send().await.unwrap();
+    assert_eq!(third.status(), 429);
+    assert!(third.headers().contains_key("retry-after"));
+    let body: Value = third.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "gateway_rate_limited");
+    assert_eq!(h.mock.request_count(), 2);
+    h.decision(2).await;
+    let m = reqwest::get(format!("{}/metrics", h.gw.admin_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains(r#"switchyard_ratelimit_rejections_total{scope="client"} 1"#),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_that_says_its_quota_is_spent_is_rested_before_its_429() {
+    let yaml = r#"
+providers:
+  spent:
+    protocol: openai
+    base_url: "{mock}/v1"
+    options: { mock: { headers: { x-ratelimit-remaining-requests: "0", x-ratelimit-reset-requests: "20s" } } }
+  other: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: spent/a, provider: spent, model: a }
+  - { id: other/b, provider: other, model: b }
+routes:
+  chat: { targets: [spent/a, other/b] }
+"#;
+    let h = common::start(yaml).await;
+    let first = h.post(chat()).await;
+    let status = first.status();
+    let headers = first.headers().clone();
+    assert_eq!(status, 200, "{}", first.text().await.unwrap());
+    assert_eq!(headers["x-switchyard-deployment"], "spent/a");
+    // It said 0 requests remain for 20 s: the next request goes elsewhere
+    // without spending a request on a certain 429.
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "other/b");
+    assert_eq!(
+        resp.headers()["x-switchyard-fallback-reason"],
+        "gateway_rate_limited"
+    );
+    assert_eq!(h.mock.request_count(), 2);
+}

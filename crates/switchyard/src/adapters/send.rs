@@ -38,6 +38,14 @@ pub async fn send(
         Ok(Ok(r)) => r,
     };
     let status = resp.status();
+    // Remaining-quota headers (OpenAI x-ratelimit-*, Anthropic
+    // anthropic-ratelimit-*): when a budget hits zero, hold new requests to
+    // this deployment until its reset instead of waiting for the 429.
+    if status.is_success() || status.as_u16() == 429 {
+        dep.state
+            .limits
+            .observe_headers(Instant::now(), resp.headers());
+    }
     if status.is_success() {
         return Ok(resp);
     }

@@ -40,6 +40,7 @@ pub async fn run(
     })?;
     super::auth::authorize(client, model, &target)?;
     let facts = Facts::read(inbound, headers, &live.config.task_rules);
+    let _client_reservation = client_limits(live, client, &facts, ctx)?;
     let plan = route::plan(live, &target, &facts, Instant::now())?;
     ctx.route = plan.route.clone();
     ctx.decision_reason = Some(plan.reason);
@@ -92,6 +93,34 @@ pub async fn run(
         total_by: crate::adapters::earliest(started + t.total, call.deadline),
     };
     Ok(Ready { served, limits })
+}
+
+/// The client's own rpm/tpm (`clients[].rpm|tpm`): `gateway_rate_limited`
+/// with Retry-After when spent.
+fn client_limits(
+    live: &Live,
+    client: Option<&Client>,
+    facts: &Facts,
+    ctx: &mut RequestCtx,
+) -> Result<Option<crate::reliability::limits::Reservation>, GatewayError> {
+    let Some(c) = client.filter(|c| c.rpm.is_some() || c.tpm.is_some()) else {
+        return Ok(None);
+    };
+    let Some(limits) = live.registry.client(&c.id) else {
+        return Ok(None);
+    };
+    match limits.counter.check(
+        Instant::now(),
+        limits.rpm,
+        limits.tpm,
+        facts.estimated_total(),
+    ) {
+        Ok(r) => Ok(Some(r)),
+        Err(rejection) => {
+            ctx.client_rejected = true;
+            Err(rejection.to_error())
+        }
+    }
 }
 
 /// The answer, with the gateway's headers; the decision log is written when

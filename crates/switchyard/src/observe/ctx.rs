@@ -146,6 +146,9 @@ pub struct RequestCtx {
     pub transitions: Vec<String>,
     #[serde(skip)]
     pub limit_rejections: u32,
+    /// Refused by the client's own rpm/tpm.
+    #[serde(skip)]
+    pub client_rejected: bool,
     pub duration_ms: f64,
     #[serde(skip)]
     started: Instant,
@@ -197,6 +200,7 @@ impl RequestCtx {
             retries: 0,
             transitions: Vec::new(),
             limit_rejections: 0,
+            client_rejected: false,
             duration_ms: 0.0,
             started: Instant::now(),
             sink,
@@ -271,6 +275,11 @@ impl RequestCtx {
                 code: a.outcome,
             };
             m.attempts.get_or_create(&labels).inc();
+        }
+        if self.client_rejected {
+            m.ratelimit_rejections
+                .get_or_create(&ScopeLabels { scope: "client" })
+                .inc();
         }
         if self.limit_rejections > 0 {
             m.ratelimit_rejections

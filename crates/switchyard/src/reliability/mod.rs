@@ -74,11 +74,13 @@ pub async fn execute(
                 if escalate {
                     min_window = Some(cand.dep.cfg.context_window.unwrap_or(0));
                 }
-                // Too long moves on only to escalate; everything else per the table.
+                // Too long moves on only to escalate; a busy deployment (full
+                // queue, quota rest) moves on; everything else per the table.
+                let busy = e.code == ErrorCode::GatewayRateLimited && e.source == Source::Gateway;
                 let stop = if e.code == ErrorCode::ContextTooLong {
                     !escalate
                 } else {
-                    !e.fall_back()
+                    !(e.fall_back() || busy)
                 };
                 errors.push(e);
                 if stop {
@@ -128,7 +130,11 @@ async fn on_deployment(
                 "gateway_rate_limited",
             ));
             ctx.limit_rejections += 1;
-            return Err(rejection.to_error());
+            // A busy deployment, not the client's fault: the next candidate
+            // is tried (see `execute`).
+            let mut e = rejection.to_error();
+            e.source = Source::Gateway;
+            return Err(e);
         }
     };
     let _inflight = st.health.start();
