@@ -15,6 +15,7 @@
 pub mod anthropic;
 pub mod gemini;
 pub mod ir;
+pub mod json;
 pub mod openai;
 pub mod passthrough;
 pub mod sse;

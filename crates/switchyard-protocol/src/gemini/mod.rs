@@ -90,31 +90,7 @@ fn fnv1a32_bytes(b: &[u8]) -> u32 {
     })
 }
 
-/// Remove insignificant whitespace from JSON text (key order and number
-/// spelling kept, unlike a `Value` round trip).
-fn compact_json(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    let mut in_str = false;
-    let mut escaped = false;
-    for c in raw.chars() {
-        if in_str {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-        } else if !c.is_ascii_whitespace() {
-            if c == '"' {
-                in_str = true;
-            }
-            out.push(c);
-        }
-    }
-    out
-}
+use crate::json::compact_json;
 
 #[cfg(test)]
 mod tests;
