@@ -552,3 +552,52 @@ routes:
     );
     assert_eq!(h.mock.request_count(), 2);
 }
+
+#[tokio::test]
+async fn degraded_answers_when_nothing_can_serve_and_it_is_enabled() {
+    let yaml = r#"
+degraded: { enabled: true, message: "We are busy, back soon." }
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a], retry: { attempts: 1 } }
+"#;
+    let h = common::start(yaml).await;
+    h.mock
+        .set_default(Behavior::fixture("openai/error_503_overloaded"));
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "degraded");
+    assert_eq!(resp.headers()["x-switchyard-fallback-reason"], "overloaded");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "We are busy, back soon."
+    );
+    // Streams get it as a stream, and the Anthropic door in its own shape.
+    let text = h
+        .post(json!({"model": "chat", "messages": common::user("hi"), "stream": true}))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(common::sse_text(&text), "We are busy, back soon.");
+    assert!(text.ends_with("data: [DONE]\n\n"));
+    let an: Value = reqwest::Client::new()
+        .post(h.url("/v1/messages"))
+        .json(&json!({"model": "chat", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(an["content"][0]["text"], "We are busy, back soon.");
+    // A client error is still an error.
+    h.mock
+        .set_default(Behavior::fixture("openai/error_400_invalid_request"));
+    assert_eq!(h.post(chat()).await.status(), 400);
+    assert_eq!(h.decision(0).await["fallback_reason"], "degraded");
+}

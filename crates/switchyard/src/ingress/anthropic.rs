@@ -8,8 +8,8 @@ use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use switchyard_protocol::{anthropic, passthrough};
 
-use super::{auth, body, pipeline, request_id, respond};
-use crate::adapters::Inbound;
+use super::{auth, body, degraded, pipeline, request_id, respond};
+use crate::adapters::{Dialect, Inbound};
 use crate::app::App;
 use crate::error::GatewayError;
 
@@ -36,6 +36,14 @@ pub async fn messages(State(app): State<App>, headers: HeaderMap, body: Body) ->
     match result {
         Ok(ready) => pipeline::deliver(ready, ctx, &rid),
         Err(e) => {
+            let attempts = ctx.attempts.len();
+            if let Some(resp) =
+                degraded::reply(&live, Dialect::Anthropic, ctx.stream, &e, &rid, attempts)
+            {
+                ctx.fallback_reason = Some("degraded");
+                ctx.finish(200, Some(&e));
+                return resp;
+            }
             let resp = respond::anthropic_error(&e, &rid);
             ctx.finish(e.code.status().as_u16(), Some(&e));
             resp

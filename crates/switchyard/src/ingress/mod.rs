@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod auth;
 pub mod body;
+pub mod degraded;
 pub mod openai;
 pub mod pipeline;
 pub mod respond;
