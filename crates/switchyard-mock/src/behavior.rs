@@ -30,6 +30,9 @@ pub struct Behavior {
     pub fixture: Option<String>,
     /// Fault to inject.
     pub fault: Option<Fault>,
+    /// Fraction (0..=1) of requests the failure part (`fixture`, `status`, `fault`) applies to,
+    /// drawn at random per request; the others get a normal answer. `None`: every request.
+    pub fault_rate: Option<f64>,
     /// For `cut`, `stall`, `bad_event`, `midstream_error`: number of events sent first.
     pub after_events: usize,
     /// For `first_event_delay`: delay between the headers and the first event.
@@ -105,6 +108,38 @@ impl Behavior {
             body: Some(serde_json::Value::String(body.into())),
             ..Behavior::default()
         }
+    }
+
+    /// Builder: set `fault_rate`.
+    pub fn rate(mut self, rate: f64) -> Behavior {
+        self.fault_rate = Some(rate);
+        self
+    }
+
+    /// Check the values serde cannot: `fault_rate` must be within 0..=1.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        match self.fault_rate {
+            Some(r) if !(0.0..=1.0).contains(&r) => {
+                Err(format!("fault_rate must be within 0..=1, got {r}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// This request's behavior once `fault_rate` is rolled: unchanged when the failure part
+    /// applies, else without `fixture`, `status` and `fault`.
+    pub(crate) fn roll(self: std::sync::Arc<Self>) -> std::sync::Arc<Self> {
+        let Some(rate) = self.fault_rate else {
+            return self;
+        };
+        if rand::random::<f64>() < rate {
+            return self;
+        }
+        let mut b = (*self).clone();
+        b.fixture = None;
+        b.status = None;
+        b.fault = None;
+        std::sync::Arc::new(b)
     }
 
     /// Builder: set `after_events`.

@@ -192,8 +192,10 @@ pub(crate) async fn handle(
         Route::Chat { proto, .. } => Some(*proto),
         _ => None,
     };
-    let b = match select_behavior(&shared, &parts.headers, json.as_ref()) {
-        Ok(b) => b,
+    let b = match select_behavior(&shared, &parts.headers, json.as_ref())
+        .and_then(|b| b.validate().map(|()| b))
+    {
+        Ok(b) => b.roll(),
         Err(msg) => return Ok(own_error(proto, 400, &msg)),
     };
     if b.latency_ms > 0 {

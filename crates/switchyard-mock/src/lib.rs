@@ -61,6 +61,7 @@
 //! | `status`, `headers`, `body` | respond with this status, headers and body (a JSON string is sent verbatim, other JSON compact); `headers` are also added to normal answers |
 //! | `fixture` | serve an error envelope by name, e.g. `"openai/error_429_rate_limit_tokens"`, `"anthropic/error_529_overloaded"`, `"gemini/error_429_resource_exhausted"` (every `error_*.http.json` of openai, anthropic, gemini, azure, deepseek, qwen; see [`fixtures::names`]) |
 //! | `fault` | one of the faults below |
+//! | `fault_rate` | a number in 0..=1: the failure part of the behavior (`fixture`, `status`, `fault`) applies only to that fraction of requests, drawn at random per request; the others get a normal answer (`latency_ms`, `chunks`, `headers`, … still apply). E.g. `{"fixture": "openai/error_429_rate_limit_tokens", "fault_rate": 0.5}` rate-limits about half the requests. Absent: every request. Outside 0..=1: 400 |
 //! | `after_events` | events sent before `cut`, `stall`, `bad_event`, `midstream_error` act (default 0) |
 //! | `first_event_delay_ms` | for `first_event_delay` |
 //! | `drip_bytes`, `drip_delay_ms` | for `drip` (piece size default 1) |
@@ -88,7 +89,7 @@
 //! * `drip` — the whole response body written in `drip_bytes`-byte pieces, `drip_delay_ms`
 //!   apart.
 //!
-//! Order of effects: `latency_ms`, then `drop`/`hang`, then the route (404), the key check
+//! Order of effects: the `fault_rate` roll, `latency_ms`, then `drop`/`hang`, then the route (404), the key check
 //! ([`MockServer::set_valid_keys`]), `fixture`, `status`, and finally the answer.
 //!
 //! ```no_run

@@ -411,3 +411,61 @@ async fn stop_and_resume_listening() {
     );
     m.shutdown();
 }
+
+#[tokio::test]
+async fn fault_rate_applies_to_a_fraction() {
+    let m = MockServer::start("127.0.0.1:0").await.unwrap();
+    let mut body = oa(false);
+    body["mock"] = json!({"fixture": "openai/error_429_rate_limit_tokens", "fault_rate": 0.5});
+    let (mut failed, mut ok) = (0, 0);
+    for _ in 0..200 {
+        let r = call(m.addr(), "/v1/chat/completions", &[], &body).await;
+        match r.status {
+            429 => {
+                assert_eq!(r.header("retry-after"), Some("1"));
+                failed += 1;
+            }
+            200 => {
+                assert!(r.json()["choices"][0]["message"]["content"].is_string());
+                ok += 1;
+            }
+            s => panic!("unexpected status {s}"),
+        }
+    }
+    assert_eq!(failed + ok, 200);
+    assert!((60..=140).contains(&failed), "{failed} of 200 failed");
+
+    // 0 and 1 are never / always; the roll applies to `status` and `fault` too.
+    for (rate, want) in [(0.0, 200), (1.0, 503)] {
+        let h = format!(r#"{{"status":503,"body":"busy","fault_rate":{rate}}}"#);
+        for _ in 0..20 {
+            let r = call(
+                m.addr(),
+                "/v1/chat/completions",
+                &[("x-mock-behavior", &h)],
+                &oa(false),
+            )
+            .await;
+            assert_eq!(r.status, want, "fault_rate {rate}");
+        }
+    }
+    m.script(vec![Behavior::fault(Fault::Drop).rate(0.0)]);
+    assert_eq!(
+        call(m.addr(), "/v1/chat/completions", &[], &oa(true))
+            .await
+            .status,
+        200
+    );
+
+    // Out of range: 400.
+    let h = r#"{"fixture":"openai/error_429_rate_limit_tokens","fault_rate":1.5}"#;
+    let r = call(
+        m.addr(),
+        "/v1/chat/completions",
+        &[("x-mock-behavior", h)],
+        &oa(false),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("fault_rate"), "{}", r.text());
+}
