@@ -13,9 +13,17 @@ pub const TASK_BONUS: f64 = 0.25;
 
 pub fn score(cands: &mut [Candidate], route: &Route, facts: &Facts, now: Instant) {
     let n = cands.len().max(1) as f64;
+    // Priority and weighted orders use no statistics: don't read them.
+    let needs_stats = matches!(
+        route.strategy,
+        Strategy::Latency | Strategy::Cost | Strategy::Balanced
+    );
     let stats: Vec<(f64, Option<f64>, Option<f64>)> = cands
         .iter()
         .map(|c| {
+            if !needs_stats {
+                return (1.0, None, None);
+            }
             let h = c
                 .dep
                 .state
@@ -69,12 +77,14 @@ pub fn score(cands: &mut [Candidate], route: &Route, facts: &Facts, now: Instant
             .and_then(|t| route.tasks.get(t))
             .is_some_and(|ids| ids.iter().any(|id| *id == c.dep.cfg.id));
         c.score = base + if bonus { TASK_BONUS } else { 0.0 };
-        c.parts = vec![
-            ("base", round(base)),
-            ("health", round(health)),
-            ("latency_score", round(lat_score)),
-            ("cost_score", round(cost_score)),
-        ];
+        c.parts = vec![("base", round(base))];
+        if needs_stats {
+            c.parts.extend([
+                ("health", round(health)),
+                ("latency_score", round(lat_score)),
+                ("cost_score", round(cost_score)),
+            ]);
+        }
         if let Some(l) = latency {
             c.parts.push(("latency_ms", round(l)));
         }
