@@ -81,6 +81,17 @@ routes:
     let d = h.decision(0).await;
     assert_eq!(d["retries"], 1);
     assert_eq!(d["attempts"][0]["outcome"], "rate_limited");
+    let m = reqwest::get(format!("{}/metrics", h.gw.admin_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains(r#"switchyard_retries_total{deployment="mock/a"} 1"#),
+        "{m}"
+    );
+    assert!(m.contains(r#"switchyard_upstream_attempts_total{deployment="mock/a",provider="mock",code="rate_limited"} 1"#), "{m}");
 }
 
 #[tokio::test]
@@ -274,6 +285,15 @@ routes:
     }
     let state = admin_state(&h).await;
     assert_eq!(deployment(&state, "flaky/m")["circuit"], "open");
+    // Skipped candidates are not counted as upstream attempts.
+    let m = reqwest::get(format!("{}/metrics", h.gw.admin_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(m.contains(r#"switchyard_upstream_attempts_total{deployment="flaky/m",provider="flaky",code="connection_error"} 3"#), "{m}");
+    assert!(!m.contains("circuit_open"), "{m}");
     // Requests 4..6 did not even try the open deployment.
     let d = h.decision(5).await;
     assert!(d["skipped"].to_string().contains("circuit_open"), "{d}");

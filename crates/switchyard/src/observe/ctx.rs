@@ -23,6 +23,9 @@ pub struct AttemptLog {
     pub deployment: Arc<str>,
     #[serde(skip)]
     pub provider: Arc<str>,
+    /// False for a candidate that was not sent (open circuit, full queue).
+    #[serde(skip)]
+    pub sent: bool,
     /// `ok` or a contract §4 code.
     pub outcome: &'static str,
     pub status: Option<u16>,
@@ -45,6 +48,7 @@ impl AttemptLog {
         AttemptLog {
             deployment: deployment.clone(),
             provider: provider.clone(),
+            sent: true,
             outcome: "ok",
             status: Some(200),
             latency_ms: ms(latency),
@@ -58,6 +62,7 @@ impl AttemptLog {
         AttemptLog {
             deployment: deployment.clone(),
             provider: provider.clone(),
+            sent: false,
             outcome,
             status: None,
             latency_ms: 0.0,
@@ -75,6 +80,7 @@ impl AttemptLog {
         AttemptLog {
             deployment: deployment.clone(),
             provider: provider.clone(),
+            sent: true,
             outcome: e.code.as_str(),
             status: e.upstream_status,
             latency_ms: ms(latency),
@@ -268,7 +274,7 @@ impl RequestCtx {
         m.duration
             .get_or_create(&RouteLabels { route, stream })
             .observe(self.duration_ms / 1e3);
-        for a in &self.attempts {
+        for a in self.attempts.iter().filter(|a| a.sent) {
             let labels = AttemptLabels {
                 deployment: Name(a.deployment.clone()),
                 provider: Name(a.provider.clone()),
@@ -288,12 +294,15 @@ impl RequestCtx {
                 })
                 .inc_by(u64::from(self.limit_rejections));
         }
-        if self.retries > 0 && !deployment.0.is_empty() {
-            m.retries
-                .get_or_create(&DeploymentLabels {
-                    deployment: deployment.clone(),
-                })
-                .inc_by(u64::from(self.retries));
+        // A retry is an attempt sent to the same deployment as the one before.
+        for pair in self.attempts.windows(2) {
+            if pair[1].sent && pair[0].sent && pair[0].deployment == pair[1].deployment {
+                m.retries
+                    .get_or_create(&DeploymentLabels {
+                        deployment: Name(pair[1].deployment.clone()),
+                    })
+                    .inc();
+            }
         }
         if let Some(reason) = self.fallback_reason {
             m.fallbacks.get_or_create(&ReasonLabels { reason }).inc();
