@@ -94,6 +94,10 @@ pub enum Inbound<'a> {
         fields: Fields<'a>,
         ir: ChatRequest,
     },
+    /// A stream's continuation (the original request plus the text already
+    /// sent as a trailing assistant message), always through the IR, encoded
+    /// for an OpenAI client inside the stream it continues.
+    Resume(Box<translate::Resumed>),
 }
 
 impl Inbound<'_> {
@@ -101,6 +105,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { .. } => Dialect::OpenAi,
             Inbound::Anthropic { .. } => Dialect::Anthropic,
+            Inbound::Resume(_) => Dialect::OpenAi,
         }
     }
 
@@ -108,6 +113,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, ir } => ir.get_or_init(|| view.to_ir()),
             Inbound::Anthropic { ir, .. } => ir,
+            Inbound::Resume(r) => &r.ir,
         }
     }
 
@@ -115,6 +121,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => &view.typed.model,
             Inbound::Anthropic { ir, .. } => &ir.model,
+            Inbound::Resume(r) => &r.ir.model,
         }
     }
 
@@ -122,6 +129,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => view.typed.stream,
             Inbound::Anthropic { ir, .. } => ir.stream,
+            Inbound::Resume(_) => true,
         }
     }
 
@@ -130,6 +138,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => view.typed.include_usage,
             Inbound::Anthropic { .. } => true,
+            Inbound::Resume(r) => r.include_usage,
         }
     }
 }

@@ -39,6 +39,9 @@ pub enum Step {
 #[derive(Debug, Default, Clone)]
 pub struct Seen {
     pub model: Option<String>,
+    /// Envelope of an OpenAI stream (kept so a continuation can reuse it).
+    pub id: Option<String>,
+    pub created: Option<u64>,
     pub finish: Option<FinishReason>,
     pub usage: Option<Usage>,
     /// Answer text forwarded so far (what a resume would prefill).
@@ -50,8 +53,10 @@ pub struct Seen {
 impl Seen {
     fn observe(&mut self, ev: &StreamEvent) {
         match ev {
-            StreamEvent::Start { model, .. } if self.model.is_none() && !model.is_empty() => {
-                self.model = Some(model.clone())
+            StreamEvent::Start { model, id, created } if self.model.is_none() => {
+                self.model = Some(model.clone()).filter(|m| !m.is_empty());
+                self.id = Some(id.clone()).filter(|i| !i.is_empty());
+                self.created = Some(*created).filter(|c| *c > 0);
             }
             StreamEvent::TextDelta(t) => self.text.push_str(t),
             StreamEvent::ToolCallStart { .. } => self.in_tool_call = true,
@@ -217,6 +222,8 @@ fn openai_pass(ev: &SseEvent, include_usage: bool, seen: &mut Seen) -> Step {
     }
     if seen.model.is_none() {
         seen.model = chunk.model.as_deref().map(str::to_owned);
+        seen.id = chunk.id.as_deref().map(str::to_owned);
+        seen.created = chunk.created;
     }
     for c in &chunk.choices {
         if let Some(d) = &c.delta {

@@ -29,6 +29,13 @@ pub enum Mode {
 impl Mode {
     pub fn new(inbound: &Inbound<'_>, dep: &DeploymentRt, out: &Outbound) -> Mode {
         let upstream = dep.provider.adapter.dialect();
+        if let Inbound::Resume(r) = inbound {
+            let enc = OpenAiEncoder::resumed(r.envelope.clone(), r.include_usage, r.prefix.clone());
+            return Mode::Translate {
+                from: Decoder::new(upstream, out),
+                to: Encoder::OpenAi(enc),
+            };
+        }
         match (upstream, inbound.dialect()) {
             (Dialect::OpenAi, Dialect::OpenAi) => Mode::OpenAiPass {
                 include_usage: inbound.include_usage(),
@@ -176,12 +183,26 @@ impl Encoder {
     }
 }
 
+/// What a stream's continuation needs to look like part of the stream it
+/// continues.
+pub struct Resumed {
+    pub ir: switchyard_protocol::ir::ChatRequest,
+    /// The interrupted stream's id, model and created.
+    pub envelope: ChunkEnvelope,
+    pub include_usage: bool,
+    /// Whitespace trimmed off the prefill, put back before the continuation.
+    pub prefix: String,
+}
+
 /// IR events → OpenAI `chat.completion.chunk`s.
 pub struct OpenAiEncoder {
     env: ChunkEnvelope,
     include_usage: bool,
     usage: Option<Usage>,
     finished: bool,
+    /// Continuing another stream: its role chunk was already sent.
+    resumed: bool,
+    prefix: String,
 }
 
 impl OpenAiEncoder {
@@ -191,11 +212,32 @@ impl OpenAiEncoder {
             include_usage,
             usage: None,
             finished: false,
+            resumed: false,
+            prefix: String::new(),
+        }
+    }
+
+    fn resumed(env: ChunkEnvelope, include_usage: bool, prefix: String) -> Self {
+        OpenAiEncoder {
+            env,
+            resumed: true,
+            prefix,
+            ..OpenAiEncoder::new(include_usage)
         }
     }
 
     fn encode(&mut self, ev: &StreamEvent, out: &mut BytesMut) {
         match ev {
+            // A continuation keeps the envelope and role chunk already sent.
+            StreamEvent::Start { .. } if self.resumed => return,
+            StreamEvent::TextDelta(t) if !self.prefix.is_empty() => {
+                let text = std::mem::take(&mut self.prefix) + t;
+                out.extend_from_slice(&data_frame(&oa::encode_chunk(
+                    &self.env,
+                    &StreamEvent::TextDelta(text),
+                )));
+                return;
+            }
             StreamEvent::Start { id, model, created } => {
                 self.env = ChunkEnvelope {
                     id: if id.is_empty() {

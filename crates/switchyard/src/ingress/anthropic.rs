@@ -30,7 +30,7 @@ pub async fn messages(State(app): State<App>, headers: HeaderMap, body: Body) ->
             ctx.input_hash = Some(hex::encode(Sha256::digest(&bytes)));
         }
         let inbound = Inbound::Anthropic { fields, ir };
-        pipeline::run(&live, &headers, client, &inbound, &mut ctx).await
+        pipeline::run(&live, &headers, client, &inbound, bytes.clone(), &mut ctx).await
     }
     .await;
     match result {

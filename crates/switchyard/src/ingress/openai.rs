@@ -33,7 +33,7 @@ pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: 
             view,
             ir: OnceLock::new(),
         };
-        pipeline::run(&live, &headers, client, &inbound, &mut ctx).await
+        pipeline::run(&live, &headers, client, &inbound, bytes.clone(), &mut ctx).await
     }
     .await;
     match result {

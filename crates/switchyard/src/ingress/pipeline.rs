@@ -10,9 +10,12 @@ use tokio::time::Instant;
 use super::respond::{self, ServedHeaders};
 use super::sse_out;
 use crate::adapters::{Answer, CallInfo, Inbound};
-use crate::config::Client;
+use bytes::Bytes;
+
+use crate::config::{Client, StreamInterrupt};
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::{CandidateLog, RequestCtx};
+use crate::reliability::resume::Resume;
 use crate::reliability::{self, Served};
 use crate::route::{self, Facts};
 use crate::state::live::{Live, Target};
@@ -20,6 +23,8 @@ use crate::state::live::{Live, Target};
 pub struct Ready {
     pub served: Served,
     pub limits: sse_out::StreamLimits,
+    /// How to continue the stream if it breaks after its first byte.
+    pub resume: Option<Resume>,
 }
 
 pub async fn run(
@@ -27,6 +32,7 @@ pub async fn run(
     headers: &HeaderMap,
     client: Option<&Client>,
     inbound: &Inbound<'_>,
+    body: Bytes,
     ctx: &mut RequestCtx,
 ) -> Result<Ready, GatewayError> {
     let model = inbound.model();
@@ -92,7 +98,19 @@ pub async fn run(
         idle: t.stream_idle,
         total_by: crate::adapters::earliest(started + t.total, call.deadline),
     };
-    Ok(Ready { served, limits })
+    let resume_on = route.is_none_or(|r| r.on_stream_interrupt == StreamInterrupt::Resume);
+    let resume = (inbound.stream() && resume_on).then(|| Resume {
+        body,
+        dialect: inbound.dialect(),
+        candidates: plan.candidates.iter().map(|c| c.dep.clone()).collect(),
+        call: call.clone(),
+        include_usage: inbound.include_usage(),
+    });
+    Ok(Ready {
+        served,
+        limits,
+        resume,
+    })
 }
 
 /// The client's own rpm/tpm (`clients[].rpm|tpm`): `gateway_rate_limited`
@@ -126,7 +144,11 @@ fn client_limits(
 /// The answer, with the gateway's headers; the decision log is written when
 /// the reply (or the stream) ends.
 pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
-    let Ready { served, limits } = ready;
+    let Ready {
+        served,
+        limits,
+        resume,
+    } = ready;
     let dep = &served.dep.cfg;
     let mut headers = ServedHeaders {
         request_id: rid,
@@ -144,6 +166,6 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
             ctx.finish(200, None);
             resp
         }
-        Answer::Stream(s) => sse_out::stream(s, ctx, limits, dep.pricing, &headers),
+        Answer::Stream(s) => sse_out::stream(s, served.dep.clone(), resume, ctx, limits, &headers),
     }
 }

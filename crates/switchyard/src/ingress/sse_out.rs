@@ -16,9 +16,12 @@ use tokio::time::Instant;
 
 use super::respond::{self, ServedHeaders};
 use crate::adapters::{silent, Step, UpstreamStream};
-use crate::config::Pricing;
+use std::sync::Arc;
+
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::RequestCtx;
+use crate::reliability::resume::{Resume, MAX_RESUMES};
+use crate::state::live::DeploymentRt;
 
 pub struct StreamLimits {
     pub keepalive: Duration,
@@ -28,67 +31,95 @@ pub struct StreamLimits {
 
 pub fn stream(
     mut upstream: Box<UpstreamStream>,
+    served: Arc<DeploymentRt>,
+    resume: Option<Resume>,
     mut ctx: RequestCtx,
     limits: StreamLimits,
-    pricing: Option<Pricing>,
     headers: &ServedHeaders<'_>,
 ) -> Response {
     let body = async_stream::stream! {
         if let Some(first) = upstream.first.take() {
             yield Ok::<Bytes, Infallible>(first);
         }
-        let mut last_event = Instant::now();
-        let mut last_write = last_event;
-        // One timer, re-armed only when it fires: arming a fresh timeout for
-        // every event would cost a timer-wheel insert and remove per chunk.
-        let timer = tokio::time::sleep_until(wake_at(&limits, last_event, last_write));
-        tokio::pin!(timer);
+        let mut served = served;
+        let mut resumes = 0;
+        // Text already sent before the current upstream took over.
+        let mut prior = String::new();
         let end: Result<(), GatewayError> = loop {
-            let woke = tokio::select! {
-                biased;
-                next = upstream.next() => Wake::Upstream(next),
-                () = &mut timer => Wake::Timer,
-            };
-            match woke {
-                Wake::Timer => {
-                    let now = Instant::now();
-                    if now >= limits.total_by {
-                        break Err(silent("the stream outlasted the total timeout"));
-                    }
-                    if now >= last_event + limits.idle {
-                        break Err(silent("no stream event within stream_idle"));
-                    }
-                    if now >= last_write + limits.keepalive {
-                        yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
-                        last_write = now;
-                    }
-                    timer.as_mut().reset(wake_at(&limits, last_event, last_write));
-                }
-                Wake::Upstream(Err(e)) => break Err(e),
-                Wake::Upstream(Ok(None)) => break complete_or_cut(&upstream),
-                Wake::Upstream(Ok(Some(step))) => {
-                    last_event = Instant::now();
-                    match step {
-                        Step::Forward(frame) => {
-                            let (out, after) = coalesce(&mut upstream, frame).await;
-                            yield Ok(out);
-                            last_write = last_event;
-                            match after {
-                                None | Some(Ok(Some(Step::Skip { .. }))) | Some(Ok(Some(Step::Forward(_)))) => {}
-                                Some(Ok(None)) => break complete_or_cut(&upstream),
-                                Some(Ok(Some(Step::Done))) => break Ok(()),
-                                Some(Ok(Some(Step::Error(e)))) | Some(Err(e)) => break Err(e),
-                            }
+            let mut last_event = Instant::now();
+            let mut last_write = last_event;
+            // One timer, re-armed only when it fires: arming a fresh timeout for
+            // every event would cost a timer-wheel insert and remove per chunk.
+            let timer = tokio::time::sleep_until(wake_at(&limits, last_event, last_write));
+            tokio::pin!(timer);
+            let end: Result<(), GatewayError> = loop {
+                let woke = tokio::select! {
+                    biased;
+                    next = upstream.next() => Wake::Upstream(next),
+                    () = &mut timer => Wake::Timer,
+                };
+                match woke {
+                    Wake::Timer => {
+                        let now = Instant::now();
+                        if now >= limits.total_by {
+                            break Err(silent("the stream outlasted the total timeout"));
                         }
-                        Step::Skip { .. } => {}
-                        Step::Done => break Ok(()),
-                        Step::Error(e) => break Err(e),
+                        if now >= last_event + limits.idle {
+                            break Err(silent("no stream event within stream_idle"));
+                        }
+                        if now >= last_write + limits.keepalive {
+                            yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
+                            last_write = now;
+                        }
+                        timer.as_mut().reset(wake_at(&limits, last_event, last_write));
+                    }
+                    Wake::Upstream(Err(e)) => break Err(e),
+                    Wake::Upstream(Ok(None)) => break complete_or_cut(&upstream),
+                    Wake::Upstream(Ok(Some(step))) => {
+                        last_event = Instant::now();
+                        match step {
+                            Step::Forward(frame) => {
+                                let (out, after) = coalesce(&mut upstream, frame).await;
+                                yield Ok(out);
+                                last_write = last_event;
+                                match after {
+                                    None | Some(Ok(Some(Step::Skip { .. }))) | Some(Ok(Some(Step::Forward(_)))) => {}
+                                    Some(Ok(None)) => break complete_or_cut(&upstream),
+                                    Some(Ok(Some(Step::Done))) => break Ok(()),
+                                    Some(Ok(Some(Step::Error(e)))) | Some(Err(e)) => break Err(e),
+                                }
+                            }
+                            Step::Skip { .. } => {}
+                            Step::Done => break Ok(()),
+                            Step::Error(e) => break Err(e),
+                        }
                     }
                 }
+            };
+            let Err(e) = end else { break end };
+            // Broken after the first byte: continue the answer if we can.
+            let interrupted_at = e.code.as_str();
+            if let Some(a) = ctx.attempts.last_mut() {
+                a.outcome = interrupted_at;
             }
+            ctx.interrupted = true;
+            let text = format!("{prior}{}", upstream.seen.text);
+            let next = match &resume {
+                Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, &upstream.seen, &mut ctx).await,
+                _ => None,
+            };
+            let Some((mut next, dep)) = next else { break Err(e) };
+            resumes += 1;
+            prior = text;
+            if let Some(first) = next.first.take() {
+                yield Ok(first);
+            }
+            upstream = next;
+            served = dep;
+            ctx.selected = Some(served.name.clone());
         };
         if let Some(u) = &upstream.seen.usage {
-            ctx.set_usage(u, pricing.as_ref());
+            ctx.set_usage(u, served.cfg.pricing.as_ref());
         }
         ctx.skipped_events = upstream.seen.skipped;
         match end {
@@ -97,10 +128,6 @@ pub fn stream(
                 ctx.finish(200, None);
             }
             Err(e) => {
-                if let Some(a) = ctx.attempts.last_mut() {
-                    a.outcome = e.code.as_str();
-                }
-                ctx.interrupted = true;
                 yield Ok(upstream.error_frame(&e));
                 ctx.finish(200, Some(&e));
             }

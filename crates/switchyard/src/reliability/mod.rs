@@ -15,6 +15,7 @@
 pub mod circuit;
 pub mod health;
 pub mod limits;
+pub mod resume;
 pub mod retry;
 
 use std::sync::Arc;
@@ -239,7 +240,7 @@ fn usable_keys(dep: &DeploymentRt) -> usize {
 }
 
 /// A usable key by weight; `None` when the provider needs none.
-fn pick_key(dep: &DeploymentRt) -> Result<Option<&ProviderKey>, GatewayError> {
+pub(crate) fn pick_key(dep: &DeploymentRt) -> Result<Option<&ProviderKey>, GatewayError> {
     let keys = &dep.provider.cfg.keys;
     if keys.is_empty() {
         return Ok(None);

@@ -30,6 +30,7 @@ impl Facts {
             // The passthrough path never builds the IR: read its typed view.
             Inbound::OpenAi { view, .. } => from_openai(&view.typed),
             Inbound::Anthropic { ir, .. } => from_ir(ir),
+            Inbound::Resume(r) => from_ir(&r.ir),
         };
         if inbound.stream() {
             f.needs.insert(Capability::Streaming);
@@ -170,12 +171,16 @@ fn last_user_text(inbound: &Inbound<'_>) -> String {
                 None => String::new(),
             })
             .unwrap_or_default(),
-        Inbound::Anthropic { ir, .. } => ir
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.text())
-            .unwrap_or_default(),
+        Inbound::Anthropic { ir, .. } => last_user(ir),
+        Inbound::Resume(r) => last_user(&r.ir),
     }
+}
+
+fn last_user(ir: &ChatRequest) -> String {
+    ir.messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.text())
+        .unwrap_or_default()
 }
