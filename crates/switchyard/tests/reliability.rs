@@ -621,3 +621,33 @@ routes:
     assert_eq!(h.post(chat()).await.status(), 400);
     assert_eq!(h.decision(0).await["fallback_reason"], "degraded");
 }
+
+#[tokio::test]
+async fn an_open_stream_holds_its_concurrency_slot_until_it_ends() {
+    let yaml = r#"
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    limits: { concurrency: 1, queue: 0 }
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+"#;
+    let h = common::start(yaml).await;
+    let slow = json!({"model": "chat", "messages": common::user("hi"), "stream": true, "mock": {"chunks": 4, "chunk_delay_ms": 150}});
+    let streaming = async {
+        let r = h.post(slow).await;
+        r.text().await.unwrap()
+    };
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        h.post(chat()).await.status()
+    };
+    let (body, status) = tokio::join!(streaming, second);
+    assert!(body.ends_with("data: [DONE]\n\n"));
+    assert_eq!(status, 429, "the slot was still taken by the open stream");
+    // Once the stream ended, the slot is free again.
+    assert_eq!(h.post(chat()).await.status(), 200);
+}

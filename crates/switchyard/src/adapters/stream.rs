@@ -68,6 +68,12 @@ impl Seen {
 }
 
 pub struct UpstreamStream {
+    /// The deployment's concurrency slot and in-flight count, held until the
+    /// stream is dropped.
+    pub hold: Option<(
+        crate::reliability::limits::Permit,
+        crate::reliability::health::InflightGuard,
+    )>,
     events: UpstreamEvents,
     mode: Mode,
     client: Dialect,
@@ -99,6 +105,7 @@ impl UpstreamStream {
         }
         let events = UpstreamEvents::new(resp.into_body());
         let mut s = UpstreamStream {
+            hold: None,
             events,
             mode,
             client,

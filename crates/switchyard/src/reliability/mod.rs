@@ -122,26 +122,29 @@ async fn on_deployment(
             return Err(e);
         }
     };
-    let (reservation, _permit) = match st.limits.admit(estimate).await {
-        Ok(granted) => granted,
-        Err(rejection) => {
-            ctx.attempts.push(AttemptLog::skipped(
-                &dep.name,
-                &dep.provider.name,
-                "gateway_rate_limited",
-            ));
-            ctx.limit_rejections += 1;
-            // A busy deployment, not the client's fault: the next candidate
-            // is tried (see `execute`).
-            let mut e = rejection.to_error();
-            e.source = Source::Gateway;
-            return Err(e);
-        }
-    };
-    let _inflight = st.health.start();
+    let inflight = st.health.start();
     st.retry_budget.deposit();
     let mut failed = 0u32;
     loop {
+        // Admitted per attempt: a request sleeping before its retry (e.g. a
+        // 429's Retry-After) holds no concurrency slot, and rpm/tpm count
+        // every request actually sent upstream.
+        let (reservation, permit) = match st.limits.admit(estimate).await {
+            Ok(granted) => granted,
+            Err(rejection) => {
+                ctx.attempts.push(AttemptLog::skipped(
+                    &dep.name,
+                    &dep.provider.name,
+                    "gateway_rate_limited",
+                ));
+                ctx.limit_rejections += 1;
+                // A busy deployment, not the client's fault: the next
+                // candidate is tried (see `execute`).
+                let mut e = rejection.to_error();
+                e.source = Source::Gateway;
+                return Err(e);
+            }
+        };
         let key = match pick_key(dep) {
             Ok(k) => k,
             Err(e) => {
@@ -170,6 +173,14 @@ async fn on_deployment(
                     answer.ttfb(),
                 ));
                 reservation.settle(estimate);
+                // A stream holds its slot and its in-flight count until it ends.
+                let answer = match answer {
+                    Answer::Stream(mut s) => {
+                        s.hold = Some((permit, inflight));
+                        Answer::Stream(s)
+                    }
+                    json => json,
+                };
                 return Ok(answer);
             }
             Err(e) => e,
@@ -184,6 +195,7 @@ async fn on_deployment(
         if set_key_aside(dep, key, &e) {
             // Another key may do: not a retry of the same request shape.
             if !probe && usable_keys(dep) > 0 {
+                reservation.settle(0);
                 continue;
             }
             reservation.cancel();
@@ -207,6 +219,9 @@ async fn on_deployment(
                     }
                 }
                 ctx.retries += 1;
+                // The attempt counts against rpm; its slot is free while we wait.
+                reservation.settle(0);
+                drop(permit);
                 tokio::time::sleep(d).await;
             }
             _ => {
