@@ -77,7 +77,12 @@ pub async fn execute(
                 }
                 // Too long moves on only to escalate; a busy deployment (full
                 // queue, quota rest) moves on; everything else per the table.
-                let busy = e.code == ErrorCode::GatewayRateLimited && e.source == Source::Gateway;
+                // Busy or open-circuited right now (a full queue, a quota rest,
+                // a probe another request holds): move on to the next candidate.
+                let busy = matches!(
+                    e.code,
+                    ErrorCode::GatewayRateLimited | ErrorCode::NoHealthyDeployment
+                ) && e.source == Source::Gateway;
                 let stop = if e.code == ErrorCode::ContextTooLong {
                     !escalate
                 } else {
@@ -122,7 +127,6 @@ async fn on_deployment(
             return Err(e);
         }
     };
-    let inflight = st.health.start();
     st.retry_budget.deposit();
     let mut failed = 0u32;
     loop {
@@ -145,6 +149,8 @@ async fn on_deployment(
                 return Err(e);
             }
         };
+        // In flight = actually being served upstream (not sleeping before a retry).
+        let inflight = st.health.start();
         let key = match pick_key(dep) {
             Ok(k) => k,
             Err(e) => {
@@ -221,7 +227,7 @@ async fn on_deployment(
                 ctx.retries += 1;
                 // The attempt counts against rpm; its slot is free while we wait.
                 reservation.settle(0);
-                drop(permit);
+                drop((permit, inflight));
                 tokio::time::sleep(d).await;
             }
             _ => {
