@@ -8,7 +8,7 @@ use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use switchyard_protocol::{anthropic, passthrough};
 
-use super::{auth, body, degraded, pipeline, request_id, respond};
+use super::{auth, body, pipeline, request_id};
 use crate::adapters::{Dialect, Inbound};
 use crate::app::App;
 use crate::error::GatewayError;
@@ -35,18 +35,6 @@ pub async fn messages(State(app): State<App>, headers: HeaderMap, body: Body) ->
     .await;
     match result {
         Ok(ready) => pipeline::deliver(ready, ctx, &rid),
-        Err(e) => {
-            let attempts = ctx.attempts.len();
-            if let Some(resp) =
-                degraded::reply(&live, Dialect::Anthropic, ctx.stream, &e, &rid, attempts)
-            {
-                ctx.fallback_reason = Some("degraded");
-                ctx.finish(200, Some(&e));
-                return resp;
-            }
-            let resp = respond::anthropic_error(&e, &rid);
-            ctx.finish(e.code.status().as_u16(), Some(&e));
-            resp
-        }
+        Err(e) => pipeline::fail(&live, Dialect::Anthropic, &e, ctx, &rid),
     }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use switchyard_protocol::openai::parse_request;
 
-use super::{auth, body, degraded, pipeline, request_id, respond};
+use super::{auth, body, pipeline, request_id, respond};
 use crate::adapters::{Dialect, Inbound};
 use crate::app::App;
 use crate::error::GatewayError;
@@ -38,19 +38,7 @@ pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: 
     .await;
     match result {
         Ok(ready) => pipeline::deliver(ready, ctx, &rid),
-        Err(e) => {
-            let attempts = ctx.attempts.len();
-            if let Some(resp) =
-                degraded::reply(&live, Dialect::OpenAi, ctx.stream, &e, &rid, attempts)
-            {
-                ctx.fallback_reason = Some("degraded");
-                ctx.finish(200, Some(&e));
-                return resp;
-            }
-            let resp = respond::openai_error(&e, &rid);
-            ctx.finish(e.code.status().as_u16(), Some(&e));
-            resp
-        }
+        Err(e) => pipeline::fail(&live, Dialect::OpenAi, &e, ctx, &rid),
     }
 }
 

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::respond::{self, ServedHeaders};
 use super::sse_out;
-use crate::adapters::{Answer, CallInfo, Inbound};
+use crate::adapters::{Answer, CallInfo, Dialect, Inbound};
 use bytes::Bytes;
 
 use crate::config::{Client, StreamInterrupt};
@@ -168,4 +168,27 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
         }
         Answer::Stream(s) => sse_out::stream(s, served.dep.clone(), resume, ctx, limits, &headers),
     }
+}
+
+/// A request that could not be served: the degraded answer when enabled and
+/// the failure was an outage, else the error in the client's envelope.
+pub fn fail(
+    live: &Live,
+    dialect: Dialect,
+    e: &GatewayError,
+    mut ctx: RequestCtx,
+    rid: &str,
+) -> Response {
+    let attempts = ctx.attempts.len();
+    if let Some(resp) = super::degraded::reply(live, dialect, ctx.stream, e, rid, attempts) {
+        ctx.fallback_reason = Some("degraded");
+        ctx.finish(200, Some(e));
+        return resp;
+    }
+    let resp = match dialect {
+        Dialect::Anthropic => respond::anthropic_error(e, rid),
+        _ => respond::openai_error(e, rid),
+    };
+    ctx.finish(e.code.status().as_u16(), Some(e));
+    resp
 }
