@@ -6,25 +6,6 @@ use common::*;
 use serde_json::{json, Value};
 use switchyard_mock::{Behavior, MockServer};
 
-const GEM: &str = "/v1beta/models/gemini-2.0-flash:generateContent";
-const GEM_STREAM: &str = "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse";
-
-fn openai_req(stream: bool) -> Value {
-    json!({"model": "gpt-4o", "stream": stream, "stream_options": {"include_usage": true},
-        "messages": [{"role": "system", "content": "You are a helpful assistant."},
-                     {"role": "user", "content": "Hello"}]})
-}
-
-fn anthropic_req(stream: bool) -> Value {
-    json!({"model": "claude-haiku-4-5", "max_tokens": 100, "stream": stream,
-        "system": "You are a helpful assistant.", "messages": [{"role": "user", "content": "Hello"}]})
-}
-
-fn gemini_req() -> Value {
-    json!({"systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
-        "contents": [{"role": "user", "parts": [{"text": "Hello"}]}]})
-}
-
 #[tokio::test]
 async fn tool_call_then_result_openai() {
     let m = MockServer::start("127.0.0.1:0").await.unwrap();

@@ -7,8 +7,6 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use switchyard_mock::{Behavior, Fault, MockServer};
 
-const GEM_STREAM: &str = "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse";
-
 fn oa(stream: bool) -> Value {
     json!({"model": "gpt-4o", "stream": stream, "messages": [{"role": "user", "content": "Hello"}]})
 }

@@ -319,6 +319,10 @@ async fn circuits_can_be_opened_and_closed_by_hand() {
             .status(),
         200
     );
+    let ready = reqwest::get(format!("{}/readyz", h.gw.admin_url()))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503, "no deployment can take traffic");
     let resp = h.post(chat()).await;
     assert_eq!(resp.status(), 503);
     let body: Value = resp.json().await.unwrap();

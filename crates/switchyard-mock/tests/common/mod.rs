@@ -1,7 +1,7 @@
 //! Raw HTTP/1.1 client and JSON shape helpers for the mock's tests.
 #![allow(dead_code)]
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -262,4 +262,25 @@ pub fn shapes(events: &[Value]) -> Vec<Vec<String>> {
         }
     }
     out
+}
+
+// === request bodies shared by the answer and wire tests ===
+
+pub const GEM: &str = "/v1beta/models/gemini-2.0-flash:generateContent";
+pub const GEM_STREAM: &str = "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse";
+
+pub fn openai_req(stream: bool) -> Value {
+    json!({"model": "gpt-4o", "stream": stream, "stream_options": {"include_usage": true},
+        "messages": [{"role": "system", "content": "You are a helpful assistant."},
+                     {"role": "user", "content": "Hello"}]})
+}
+
+pub fn anthropic_req(stream: bool) -> Value {
+    json!({"model": "claude-haiku-4-5", "max_tokens": 100, "stream": stream,
+        "system": "You are a helpful assistant.", "messages": [{"role": "user", "content": "Hello"}]})
+}
+
+pub fn gemini_req() -> Value {
+    json!({"systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
+        "contents": [{"role": "user", "parts": [{"text": "Hello"}]}]})
 }

@@ -73,10 +73,6 @@ impl Adapter {
             Adapter::Gemini => Dialect::Gemini,
         }
     }
-
-    pub fn is_supported(self) -> bool {
-        true
-    }
 }
 
 /// The client's request, as each adapter may need it: the raw fields for a
@@ -146,7 +142,6 @@ impl Inbound<'_> {
 /// Per-request facts every adapter needs besides the body.
 #[derive(Debug, Clone)]
 pub struct CallInfo {
-    pub request_id: String,
     pub traceparent: Option<HeaderValue>,
     /// The whole-request deadline (route `deadline`), if any.
     pub deadline: Option<Instant>,

@@ -12,20 +12,21 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready once a config is live with at least one usable deployment, or when
-/// the config deliberately has none.
+/// Ready while at least one deployment can take traffic (its circuit is not
+/// open), or when the config deliberately has none.
 pub async fn readyz(State(app): State<App>) -> Response {
     let live = app.live.load();
+    let now = tokio::time::Instant::now();
     let usable = live
         .deployments
         .values()
-        .any(|d| d.provider.adapter.is_supported());
+        .any(|d| d.state.circuit.is_admissible(now));
     if usable || live.deployments.is_empty() {
         (StatusCode::OK, "ready").into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "no deployment has a usable adapter",
+            "every deployment's circuit is open",
         )
             .into_response()
     }

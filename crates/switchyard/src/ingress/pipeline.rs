@@ -68,7 +68,6 @@ pub async fn run(
     };
     let started = Instant::now();
     let call = CallInfo {
-        request_id: ctx.request_id.clone(),
         traceparent: headers.get("traceparent").cloned(),
         deadline: route.and_then(|r| r.deadline).map(|d| started + d),
     };
