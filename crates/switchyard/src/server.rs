@@ -10,6 +10,7 @@
 //!
 //! The admin listener, SIGHUP reload and shutdown live on the caller's runtime.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,7 +106,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
             let addr = client.local_addr().map_err(|e| e.to_string())?;
             tasks.push(tokio::spawn(serve_http1(
                 client,
-                app::client_router(app.clone()),
+                ClientService::new(app.clone()),
                 shutdown.clone(),
             )));
             addr
@@ -172,7 +173,7 @@ fn worker(
             };
             rt.block_on(async move {
                 match TcpListener::from_std(listener) {
-                    Ok(l) => serve_http1(l, app::client_router(app), stop).await,
+                    Ok(l) => serve_http1(l, ClientService::new(app), stop).await,
                     Err(e) => tracing::error!("worker {i} cannot use its listener: {e}"),
                 }
             });
@@ -184,9 +185,49 @@ fn worker(
 /// SDKs speak) served straight by hyper. axum's own `serve` adds HTTP/2
 /// prior-knowledge detection to every connection, a cost measured on the
 /// hot path for a protocol the clients do not use.
-async fn serve_http1(listener: TcpListener, router: axum::Router, stop: CancellationToken) {
+/// The client listener's service: `POST /v1/chat/completions` goes straight
+/// to its handler (the hot path skips the router's boxing, its extractors and
+/// their header-map clone); every other request goes through axum.
+#[derive(Clone)]
+struct ClientService {
+    app: App,
+    router: hyper_util::service::TowerToHyperService<axum::Router>,
+}
+
+type Reply = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<http::Response<axum::body::Body>, Infallible>>
+            + Send,
+    >,
+>;
+
+impl ClientService {
+    fn new(app: App) -> Self {
+        let router = hyper_util::service::TowerToHyperService::new(app::client_router(app.clone()));
+        ClientService { app, router }
+    }
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for ClientService {
+    type Response = http::Response<axum::body::Body>;
+    type Error = Infallible;
+    type Future = Reply;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Reply {
+        if req.method() == http::Method::POST && req.uri().path() == "/v1/chat/completions" {
+            let app = self.app.clone();
+            let (parts, body) = req.into_parts();
+            let body = axum::body::Body::new(body);
+            return Box::pin(async move {
+                Ok(crate::ingress::openai::chat(app, parts.headers, body).await)
+            });
+        }
+        Box::pin(self.router.call(req))
+    }
+}
+
+async fn serve_http1(listener: TcpListener, service: ClientService, stop: CancellationToken) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let service = hyper_util::service::TowerToHyperService::new(router);
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,

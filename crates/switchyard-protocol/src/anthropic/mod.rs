@@ -28,7 +28,7 @@ pub use request_in::{decode_request, peek_request, RequestPeek};
 pub use request_out::{encode_request, Encoded, Target, DEFAULT_MAX_TOKENS, JSON_TOOL_NAME};
 pub use response::{decode_response, encode_response, parse_error};
 pub use stream_in::{PushError, StreamError, StreamTranslator};
-pub use stream_out::{error_frame, StreamEncoder};
+pub use stream_out::{error_frame, BlockCursor, BlockType, StreamEncoder};
 
 use std::fmt;
 

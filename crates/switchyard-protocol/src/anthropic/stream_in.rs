@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::stream_out::{BlockCursor, BlockType};
 use super::wire::{finish_from_wire, Event};
 use crate::ir::{self, FinishReason, StreamEvent};
 use crate::sse::SseEvent;
@@ -54,6 +55,8 @@ pub struct StreamTranslator {
     started: bool,
     /// Per content-block index.
     blocks: Vec<BlockKind>,
+    /// The block started and not yet stopped.
+    open: Option<(u32, BlockType)>,
     next_tool: u32,
     usage: Option<ir::Usage>,
     finish: Option<(FinishReason, Option<String>)>,
@@ -83,6 +86,16 @@ impl StreamTranslator {
     /// `message_stop` was seen.
     pub fn is_stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// Where the events pushed so far leave the stream (the block still
+    /// open, the next block's index): what a continuation of a forwarded
+    /// stream must write into.
+    pub fn cursor(&self) -> BlockCursor {
+        BlockCursor {
+            open: self.open,
+            next_index: self.blocks.len() as u32,
+        }
     }
 
     /// Convenience over [`push`](Self::push) for a decoded SSE event
@@ -140,12 +153,20 @@ impl StreamTranslator {
                 self.start(None, None, out);
                 self.block_delta(&ev, out);
             }
+            // The open block is closed (a stop for another index changes nothing).
+            "content_block_stop"
+                if ev
+                    .index
+                    .is_none_or(|i| self.open.is_some_and(|(o, _)| o == i)) =>
+            {
+                self.open = None;
+            }
             "message_delta" => self.message_delta(&ev, out),
             "message_stop" => {
                 self.stopped = true;
                 self.emit_finish(out);
             }
-            _ => {} // content_block_stop and future event types
+            _ => {} // other block stops, future event types
         }
         Ok(())
     }
@@ -201,6 +222,13 @@ impl StreamTranslator {
             self.blocks.resize(i + 1, BlockKind::Other);
         }
         self.blocks[i] = kind;
+        let open = match kind {
+            BlockKind::Text => BlockType::Text,
+            BlockKind::Thinking => BlockType::Thinking,
+            BlockKind::Tool(_) | BlockKind::JsonTool => BlockType::ToolUse,
+            BlockKind::Other => BlockType::Other,
+        };
+        self.open = Some((i as u32, open));
     }
 
     fn block_delta(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {

@@ -8,11 +8,24 @@ use super::wire::finish_to_wire;
 use crate::ir::{self, FinishReason, StreamEvent};
 use crate::sse::named_frame;
 
+/// The type of an Anthropic content block, as far as continuing a stream
+/// needs to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Open {
+pub enum BlockType {
     Text,
     Thinking,
-    Tool,
+    ToolUse,
+    /// `redacted_thinking`, server tools and anything newer.
+    Other,
+}
+
+/// Where an Anthropic event stream stands: the content block still open (its
+/// index and type), and the index the next block gets. What a continuation
+/// needs to write into the same stream ([`StreamEncoder::continuing`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockCursor {
+    pub open: Option<(u32, BlockType)>,
+    pub next_index: u32,
 }
 
 /// Writes the Anthropic event sequence for one answer:
@@ -31,7 +44,7 @@ pub struct StreamEncoder {
     message_started: bool,
     usage: Option<ir::Usage>,
     /// The open block and its index.
-    open: Option<(Open, u32)>,
+    open: Option<(BlockType, u32)>,
     next_index: u32,
     /// Block index of each IR tool-call index.
     tool_blocks: Vec<Option<u32>>,
@@ -162,6 +175,27 @@ impl StreamEncoder {
         Self::default()
     }
 
+    /// An encoder that continues a stream another wrote up to `at`: its
+    /// `message_start` was sent (a `Start` writes nothing), text goes on in
+    /// the text block left open (same index), and a new block gets the next
+    /// index. Used to resume an interrupted answer inside the client's stream.
+    pub fn continuing(at: BlockCursor) -> Self {
+        StreamEncoder {
+            message_started: true,
+            open: at.open.map(|(index, kind)| (kind, index)),
+            next_index: at.next_index,
+            ..Self::default()
+        }
+    }
+
+    /// Where the frames written so far leave the stream.
+    pub fn cursor(&self) -> BlockCursor {
+        BlockCursor {
+            open: self.open.map(|(kind, index)| (index, kind)),
+            next_index: self.next_index,
+        }
+    }
+
     /// Frames for one IR event (possibly none).
     pub fn push(&mut self, ev: &StreamEvent) -> Vec<Bytes> {
         let mut out = Vec::new();
@@ -175,14 +209,14 @@ impl StreamEncoder {
             }
             StreamEvent::TextDelta(t) if t.is_empty() => {}
             StreamEvent::TextDelta(text) => {
-                let index = self.ensure_open(Open::Text, &mut out);
+                let index = self.ensure_open(BlockType::Text, &mut out);
                 out.push(delta(index, DeltaBody::Text { text }));
             }
             StreamEvent::ReasoningDelta { text, signature } => {
                 if text.is_empty() && signature.is_none() {
                     return out;
                 }
-                let index = self.ensure_open(Open::Thinking, &mut out);
+                let index = self.ensure_open(BlockType::Thinking, &mut out);
                 if !text.is_empty() {
                     out.push(delta(index, DeltaBody::Thinking { thinking: text }));
                 }
@@ -195,7 +229,7 @@ impl StreamEncoder {
                 self.close(&mut out);
                 let block = self.next_index;
                 self.next_index += 1;
-                self.open = Some((Open::Tool, block));
+                self.open = Some((BlockType::ToolUse, block));
                 let slot = *index as usize;
                 if self.tool_blocks.len() <= slot {
                     self.tool_blocks.resize(slot + 1, None);
@@ -290,7 +324,7 @@ impl StreamEncoder {
     }
 
     /// The open block of `kind`, opening one (and closing another) if needed.
-    fn ensure_open(&mut self, kind: Open, out: &mut Vec<Bytes>) -> u32 {
+    fn ensure_open(&mut self, kind: BlockType, out: &mut Vec<Bytes>) -> u32 {
         self.message_start(out);
         if let Some((k, index)) = self.open {
             if k == kind {
@@ -302,7 +336,7 @@ impl StreamEncoder {
         self.next_index += 1;
         self.open = Some((kind, index));
         let content_block = match kind {
-            Open::Thinking => StartBlock::Thinking {
+            BlockType::Thinking => StartBlock::Thinking {
                 thinking: "",
                 signature: "",
             },

@@ -85,6 +85,20 @@ pub struct ChunkPeek<'a> {
     pub error: Option<&'a RawValue>,
 }
 
+/// Just what a forwarded answer is accounted by: the upstream's model and
+/// the usage. Everything else is skipped (and still checked to be JSON).
+#[derive(Debug, Deserialize)]
+pub struct UsagePeek<'a> {
+    #[serde(default, borrow)]
+    pub model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+}
+
+pub fn peek_usage(body: &[u8]) -> Result<UsagePeek<'_>, serde_json::Error> {
+    serde_json::from_slice(body)
+}
+
 pub fn peek_response(body: &[u8]) -> Result<ResponsePeek<'_>, serde_json::Error> {
     serde_json::from_slice(body)
 }

@@ -19,6 +19,9 @@ pub fn answer(
 ) -> Result<JsonAnswer, GatewayError> {
     let upstream = dep.provider.adapter.dialect();
     let client = inbound.dialect();
+    if upstream == Dialect::OpenAi && client == Dialect::OpenAi {
+        return passthrough(dep, bytes);
+    }
     let mut ir = decode(upstream, &bytes, out)?;
     if ir.created == 0 {
         ir.created = std::time::SystemTime::now()
@@ -39,6 +42,23 @@ pub fn answer(
     Ok(JsonAnswer {
         body,
         usage: ir.usage,
+        model,
+        ttfb: Default::default(),
+    })
+}
+
+/// OpenAI to OpenAI: the bytes go as they came; only usage and model are
+/// read (the rest is skipped by the parser, still checked to be JSON).
+fn passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayError> {
+    let peek = oa::peek_usage(&bytes).map_err(bad_json)?;
+    let usage = peek.usage.map(|u| u.to_ir()).unwrap_or_default();
+    let model = match peek.model {
+        Some(m) if !m.is_empty() => m.into_owned(),
+        _ => dep.cfg.model.clone(),
+    };
+    Ok(JsonAnswer {
+        body: bytes,
+        usage,
         model,
         ttfb: Default::default(),
     })

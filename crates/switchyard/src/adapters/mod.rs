@@ -92,7 +92,7 @@ pub enum Inbound<'a> {
     },
     /// A stream's continuation (the original request plus the text already
     /// sent as a trailing assistant message), always through the IR, encoded
-    /// for an OpenAI client inside the stream it continues.
+    /// for the client (either door) inside the stream it continues.
     Resume(Box<translate::Resumed>),
 }
 
@@ -101,7 +101,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { .. } => Dialect::OpenAi,
             Inbound::Anthropic { .. } => Dialect::Anthropic,
-            Inbound::Resume(_) => Dialect::OpenAi,
+            Inbound::Resume(r) => r.continues.dialect(),
         }
     }
 
@@ -134,7 +134,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => view.typed.include_usage,
             Inbound::Anthropic { .. } => true,
-            Inbound::Resume(r) => r.include_usage,
+            Inbound::Resume(r) => r.continues.include_usage(),
         }
     }
 }

@@ -12,12 +12,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::Response;
 use hyper::body::Incoming;
+use switchyard_protocol::anthropic as an;
 use switchyard_protocol::ir::{FinishReason, StreamEvent, Usage};
 use switchyard_protocol::openai::peek_chunk;
 use switchyard_protocol::sse::{data_frame, named_frame, SseEvent};
 use tokio::time::Instant;
 
-use super::translate::{self, Decoded, Mode};
+use super::translate::{self, Decoded, Encoder, Mode};
 use super::{silent, Dialect};
 use crate::error::{ErrorCode, GatewayError};
 use crate::upstream::events::{EventsError, UpstreamEvents};
@@ -47,6 +48,9 @@ pub struct Seen {
     /// Answer text forwarded so far (what a resume would prefill).
     pub text: String,
     pub in_tool_call: bool,
+    /// Anthropic clients: where the forwarded frames left the client's
+    /// stream (open block, next index), so a continuation writes into it.
+    pub blocks: an::BlockCursor,
     pub skipped: u32,
 }
 
@@ -104,12 +108,16 @@ impl UpstreamStream {
             ));
         }
         let events = UpstreamEvents::new(resp.into_body());
+        let mut seen = Seen::default();
+        if let Mode::Translate { to, .. } = &mode {
+            to.seed(&mut seen);
+        }
         let mut s = UpstreamStream {
             hold: None,
             events,
             mode,
             client,
-            seen: Seen::default(),
+            seen,
             first: None,
             ttfb: Duration::ZERO,
             scratch: Vec::new(),
@@ -177,6 +185,7 @@ impl UpstreamStream {
                     Decoded::Error(e) => Step::Error(e),
                     Decoded::Events => {
                         self.scratch.iter().for_each(|e| self.seen.observe(e));
+                        self.seen.blocks = peek.cursor();
                         match &ev.data {
                             Some(data) => Step::Forward(frame_of(ev, data, ev.event.as_deref())),
                             None => Step::Skip { unparsable: false },
@@ -195,6 +204,9 @@ impl UpstreamStream {
                         for e in &self.scratch {
                             self.seen.observe(e);
                             to.encode(e, &mut out);
+                        }
+                        if let Encoder::Anthropic(a) = to {
+                            self.seen.blocks = a.cursor();
                         }
                         if out.is_empty() {
                             Step::Skip { unparsable: false }

@@ -21,7 +21,19 @@ pub fn request_id(headers: &HeaderMap) -> String {
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
         .map(str::to_owned)
-        .unwrap_or_else(|| format!("req_{:032x}", rand::random::<u128>()))
+        .unwrap_or_else(new_request_id)
+}
+
+/// `req_` and 32 random hex digits (no formatter: this is on every request).
+fn new_request_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(36);
+    id.push_str("req_");
+    let n = rand::random::<u128>();
+    for i in (0..32).rev() {
+        id.push(char::from(HEX[(n >> (i * 4)) as usize & 0xf]));
+    }
+    id
 }
 
 /// The trace id of a W3C `traceparent` (`00-<trace>-<span>-<flags>`).

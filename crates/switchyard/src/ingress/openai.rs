@@ -17,6 +17,12 @@ use crate::error::GatewayError;
 use crate::state::live::Target;
 
 pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
+    chat(app, headers, body).await
+}
+
+/// The handler proper; the client listener calls it directly for the hot
+/// path (no router, no header-map clone), axum for everything else.
+pub async fn chat(app: App, headers: HeaderMap, body: Body) -> Response {
     let live = app.live.load_full();
     let rid = request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);

@@ -104,6 +104,7 @@ pub async fn run(
         candidates: plan.candidates.iter().map(|c| c.dep.clone()).collect(),
         call: call.clone(),
         include_usage: inbound.include_usage(),
+        estimate: facts.estimated_total(),
     });
     Ok(Ready {
         served,

@@ -103,6 +103,9 @@ pub fn stream(
                 a.outcome = interrupted_at;
             }
             ctx.interrupted = true;
+            // The broken attempt is over: its slot is free before a
+            // continuation asks for one (possibly on the same deployment).
+            drop(upstream.hold.take());
             let text = format!("{prior}{}", upstream.seen.text);
             let next = match &resume {
                 Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, &upstream.seen, &mut ctx).await,

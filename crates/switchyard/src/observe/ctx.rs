@@ -8,7 +8,14 @@ use serde::Serialize;
 use switchyard_protocol::ir::Usage;
 use tokio::time::Instant;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 
 use super::decision_log::DecisionSink;
 use super::metrics::{
@@ -251,8 +258,11 @@ impl RequestCtx {
 
 impl RequestCtx {
     /// The request's contribution to the Prometheus metrics, written once.
-    fn record(&self, m: &Metrics) {
+    fn record(&self, m: &Arc<Metrics>) {
         m.inflight.dec();
+        if self.record_hot(m) {
+            return;
+        }
         let none = || Name(Arc::from(""));
         let route = self.route.clone().map_or_else(none, Name);
         let deployment = self.selected.clone().map_or_else(none, Name);
@@ -344,6 +354,142 @@ impl RequestCtx {
     }
 }
 
+/// One plain success's metric handles (requests, duration, the attempt,
+/// ttft, tokens, cost) for a (gateway, route, deployment, provider, stream),
+/// cached per thread: the common case records without hashing label sets or
+/// taking the families' locks. The entry holds the `Arc`s its key is made of,
+/// so their addresses cannot be reused for other names while it lives.
+struct Hot {
+    _pins: (Arc<Metrics>, Arc<str>, Arc<str>, Arc<str>),
+    requests: Counter,
+    duration: Histogram,
+    attempt: Counter,
+    ttft: Histogram,
+    tokens: [Counter; 3],
+    cost: Counter<f64, AtomicU64>,
+}
+
+type HotKey = (usize, usize, usize, usize, bool);
+
+thread_local! {
+    static HOT: RefCell<HashMap<HotKey, Rc<Hot>, foldhash::fast::FixedState>> =
+        RefCell::new(HashMap::default());
+}
+
+/// Entries per thread before the cache starts over (reloads leave old ones).
+const HOT_MAX: usize = 512;
+
+impl Hot {
+    fn new(
+        m: &Arc<Metrics>,
+        route: &Arc<str>,
+        dep: &Arc<str>,
+        provider: &Arc<str>,
+        stream: bool,
+    ) -> Hot {
+        let stream = if stream { "true" } else { "false" };
+        let d = DeploymentLabels {
+            deployment: Name(dep.clone()),
+        };
+        let token = |kind| {
+            m.tokens
+                .get_or_create(&TokenLabels {
+                    deployment: Name(dep.clone()),
+                    kind,
+                })
+                .clone()
+        };
+        Hot {
+            _pins: (m.clone(), route.clone(), dep.clone(), provider.clone()),
+            requests: m
+                .requests
+                .get_or_create(&RequestLabels {
+                    route: Name(route.clone()),
+                    deployment: Name(dep.clone()),
+                    status: "200",
+                    stream,
+                })
+                .clone(),
+            duration: m
+                .duration
+                .get_or_create(&RouteLabels {
+                    route: Name(route.clone()),
+                    stream,
+                })
+                .clone(),
+            attempt: m
+                .attempts
+                .get_or_create(&AttemptLabels {
+                    deployment: Name(dep.clone()),
+                    provider: Name(provider.clone()),
+                    code: "ok",
+                })
+                .clone(),
+            ttft: m.ttft.get_or_create(&d).clone(),
+            tokens: [token("input"), token("output"), token("cached_input")],
+            cost: m.cost_usd.get_or_create(&d).clone(),
+        }
+    }
+}
+
+impl RequestCtx {
+    /// A request served by its first attempt with nothing unusual: recorded
+    /// through the thread's cached handles. False when it needs the full path.
+    fn record_hot(&self, m: &Arc<Metrics>) -> bool {
+        let ([a], Some(route), Some(dep)) = (&self.attempts[..], &self.route, &self.selected)
+        else {
+            return false;
+        };
+        let plain = self.error.is_none()
+            && self.status == 200
+            && a.sent
+            && a.outcome == "ok"
+            && !self.client_rejected
+            && self.limit_rejections == 0
+            && self.fallback_reason.is_none()
+            && self.skipped_events == 0
+            && !self.interrupted
+            && Arc::ptr_eq(&a.deployment, dep);
+        if !plain {
+            return false;
+        }
+        let key = (
+            Arc::as_ptr(m) as usize,
+            Arc::as_ptr(route).cast::<u8>() as usize,
+            Arc::as_ptr(dep).cast::<u8>() as usize,
+            Arc::as_ptr(&a.provider).cast::<u8>() as usize,
+            self.stream,
+        );
+        let hot = HOT.with_borrow_mut(|cache| {
+            if let Some(h) = cache.get(&key) {
+                return h.clone();
+            }
+            if cache.len() >= HOT_MAX {
+                cache.clear();
+            }
+            let h = Rc::new(Hot::new(m, route, dep, &a.provider, self.stream));
+            cache.insert(key, h.clone());
+            h
+        });
+        hot.requests.inc();
+        hot.duration.observe(self.duration_ms / 1e3);
+        hot.attempt.inc();
+        if let Some(ttfb) = a.ttfb_ms {
+            hot.ttft.observe(ttfb / 1e3);
+        }
+        let t = &self.tokens;
+        for (counter, n) in hot.tokens.iter().zip([t.input, t.output, t.cached]) {
+            if n > 0 {
+                counter.inc_by(n);
+            }
+        }
+        if let Some(c) = self.cost_usd {
+            hot.cost.inc_by(c);
+        }
+        true
+    }
+}
+
 impl Drop for RequestCtx {
     fn drop(&mut self) {
         // The client hung up before we finished: nginx's 499.
@@ -364,18 +510,42 @@ fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error
     s.serialize_str(&format_rfc3339(*t))
 }
 
-/// RFC 3339 UTC with milliseconds, without pulling in a date crate.
+/// RFC 3339 UTC with milliseconds, without pulling in a date crate. The
+/// seconds part is formatted once per second per thread (it is on every
+/// decision-log line).
 fn format_rfc3339(t: SystemTime) -> String {
+    thread_local! {
+        static SECOND: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
     let now = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = now.as_secs();
+    let mut out = SECOND.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            *at = secs;
+            *text = format_second(secs);
+        }
+        let mut out = String::with_capacity(24);
+        out.push_str(text);
+        out
+    });
+    let ms = now.subsec_millis();
+    out.push('.');
+    for d in [ms / 100, ms / 10 % 10, ms % 10] {
+        out.push(char::from(b'0' + d as u8));
+    }
+    out.push('Z');
+    out
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` for Unix seconds.
+fn format_second(secs: u64) -> String {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
         rem / 3600,
         rem % 3600 / 60,
-        rem % 60,
-        now.subsec_millis()
+        rem % 60
     )
 }
 
@@ -411,6 +581,18 @@ mod tests {
             ..Usage::default()
         };
         assert!((cost_usd(&u, &p) - (0.6 * 2.5 + 0.4 * 1.25 + 0.1 * 10.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn timestamps_keep_milliseconds_across_calls() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_000_000_007);
+        assert_eq!(format_rfc3339(t), "2026-11-30T00:53:20.007Z");
+        let t = t + Duration::from_millis(993);
+        assert_eq!(format_rfc3339(t), "2026-11-30T00:53:21.000Z");
+        assert_eq!(
+            format_rfc3339(t + Duration::from_millis(456)),
+            "2026-11-30T00:53:21.456Z"
+        );
     }
 
     #[test]

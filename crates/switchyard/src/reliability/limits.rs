@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -294,7 +294,7 @@ impl DeploymentLimits {
     /// Read the upstream's remaining-quota headers; when requests or tokens
     /// are at 0, refuse (or briefly hold) calls until the upstream's reset.
     pub fn observe_headers(&self, now: Instant, h: &HeaderMap) {
-        let Some(wait) = exhausted_for(h, SystemTime::now()) else {
+        let Some(wait) = exhausted_for(h, SystemTime::now) else {
             return;
         };
         let wait = wait.min(MAX_UPSTREAM_BLOCK);
@@ -306,22 +306,48 @@ impl DeploymentLimits {
     }
 }
 
+/// The quota headers: (remaining, reset) for OpenAI (Go durations) and
+/// Anthropic (RFC 3339 times), requests then tokens. Static names: this runs
+/// on every answer, so no name is formatted or parsed per call.
+static OPENAI_QUOTA: [(HeaderName, HeaderName); 2] = [
+    (
+        HeaderName::from_static("x-ratelimit-remaining-requests"),
+        HeaderName::from_static("x-ratelimit-reset-requests"),
+    ),
+    (
+        HeaderName::from_static("x-ratelimit-remaining-tokens"),
+        HeaderName::from_static("x-ratelimit-reset-tokens"),
+    ),
+];
+static ANTHROPIC_QUOTA: [(HeaderName, HeaderName); 2] = [
+    (
+        HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-requests-reset"),
+    ),
+    (
+        HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-tokens-reset"),
+    ),
+];
+
 /// How long until the exhausted upstream budget resets, if one is exhausted.
-pub fn exhausted_for(h: &HeaderMap, wall_now: SystemTime) -> Option<Duration> {
-    let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+/// `wall_now` is only read when an RFC 3339 reset needs it.
+pub fn exhausted_for(h: &HeaderMap, wall_now: impl Fn() -> SystemTime) -> Option<Duration> {
+    let text = |name: &HeaderName| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     let mut wait: Option<Duration> = None;
-    for kind in ["requests", "tokens"] {
-        // OpenAI: Go durations.
-        let openai = (text(&format!("x-ratelimit-remaining-{kind}")) == Some("0"))
-            .then(|| text(&format!("x-ratelimit-reset-{kind}")).and_then(go_duration))
-            .flatten();
-        // Anthropic: RFC 3339 timestamps.
-        let anthropic = (text(&format!("anthropic-ratelimit-{kind}-remaining")) == Some("0"))
-            .then(|| text(&format!("anthropic-ratelimit-{kind}-reset")).and_then(parse_rfc3339))
-            .flatten()
-            .map(|at| at.duration_since(wall_now).unwrap_or_default());
-        for d in openai.into_iter().chain(anthropic) {
-            wait = Some(wait.map_or(d, |w| w.max(d)));
+    let mut longer = |d: Duration| wait = Some(wait.map_or(d, |w| w.max(d)));
+    for (remaining, reset) in &OPENAI_QUOTA {
+        if text(remaining) == Some("0") {
+            if let Some(d) = text(reset).and_then(go_duration) {
+                longer(d);
+            }
+        }
+    }
+    for (remaining, reset) in &ANTHROPIC_QUOTA {
+        if text(remaining) == Some("0") {
+            if let Some(at) = text(reset).and_then(parse_rfc3339) {
+                longer(at.duration_since(wall_now()).unwrap_or_default());
+            }
         }
     }
     wait.filter(|d| !d.is_zero())
@@ -536,9 +562,12 @@ mod tests {
             "anthropic-ratelimit-requests-reset",
             "2024-02-29T12:05:00Z".parse().unwrap(),
         );
-        assert_eq!(exhausted_for(&h, at("2024-02-29T12:00:00Z")), Some(30 * S));
         assert_eq!(
-            exhausted_for(&h, at("2024-02-29T12:01:00Z")),
+            exhausted_for(&h, || at("2024-02-29T12:00:00Z")),
+            Some(30 * S)
+        );
+        assert_eq!(
+            exhausted_for(&h, || at("2024-02-29T12:01:00Z")),
             None,
             "reset passed"
         );

@@ -109,102 +109,34 @@ async fn on_deployment(
 ) -> Result<Answer, GatewayError> {
     let dep = &cand.dep;
     let st = &dep.state;
-    let probe = match st.circuit.admit(Instant::now()) {
-        Admit::Allowed => false,
-        Admit::Probe => true,
-        Admit::Rejected { retry_in } => {
-            let e = GatewayError::new(
-                ErrorCode::NoHealthyDeployment,
-                Source::Gateway,
-                format!("{} is open-circuited", dep.name),
-            )
-            .with_retry_after(Some(retry_in));
-            ctx.attempts.push(AttemptLog::skipped(
-                &dep.name,
-                &dep.provider.name,
-                "circuit_open",
-            ));
-            return Err(e);
-        }
-    };
+    let probe = admit_circuit(dep, ctx)?;
     st.retry_budget.deposit();
     let mut failed = 0u32;
     loop {
         // Admitted per attempt: a request sleeping before its retry (e.g. a
         // 429's Retry-After) holds no concurrency slot, and rpm/tpm count
         // every request actually sent upstream.
-        let (reservation, permit) = match st.limits.admit(estimate).await {
-            Ok(granted) => granted,
-            Err(rejection) => {
-                ctx.attempts.push(AttemptLog::skipped(
-                    &dep.name,
-                    &dep.provider.name,
-                    "gateway_rate_limited",
-                ));
-                ctx.limit_rejections += 1;
-                // A busy deployment, not the client's fault: the next
-                // candidate is tried (see `execute`).
-                let mut e = rejection.to_error();
-                e.source = Source::Gateway;
-                return Err(e);
-            }
-        };
-        // In flight = actually being served upstream (not sleeping before a retry).
-        let inflight = st.health.start();
+        let slot = admit_attempt(dep, estimate, ctx).await?;
         let key = match pick_key(dep) {
             Ok(k) => k,
             Err(e) => {
-                reservation.cancel();
+                slot.cancel();
                 return Err(e);
             }
         };
-        let started = Instant::now();
-        let result = adapters::chat(dep, key, inbound, call).await;
-        let latency = started.elapsed();
-        if let Some(t) = st.observe(Instant::now(), result.as_ref().map(|_| ()), latency, probe) {
-            ctx.transitions.push(format!(
-                "{}: {} -> {} ({})",
-                dep.name,
-                t.from.as_str(),
-                t.to.as_str(),
-                t.reason
-            ));
-        }
+        let result = attempt(dep, key, inbound, call, probe, ctx).await;
         let e = match result {
-            Ok(answer) => {
-                ctx.attempts.push(AttemptLog::ok(
-                    &dep.name,
-                    &dep.provider.name,
-                    latency,
-                    answer.ttfb(),
-                ));
-                reservation.settle(estimate);
-                // A stream holds its slot and its in-flight count until it ends.
-                let answer = match answer {
-                    Answer::Stream(mut s) => {
-                        s.hold = Some((permit, inflight));
-                        Answer::Stream(s)
-                    }
-                    json => json,
-                };
-                return Ok(answer);
-            }
+            Ok(answer) => return Ok(slot.serve(answer, estimate)),
             Err(e) => e,
         };
-        ctx.attempts.push(AttemptLog::failed(
-            &dep.name,
-            &dep.provider.name,
-            &e,
-            latency,
-        ));
         failed += 1;
         if set_key_aside(dep, key, &e) {
             // Another key may do: not a retry of the same request shape.
             if !probe && usable_keys(dep) > 0 {
-                reservation.settle(0);
+                slot.settle(0);
                 continue;
             }
-            reservation.cancel();
+            slot.cancel();
             return Err(e);
         }
         let remaining = call
@@ -226,16 +158,140 @@ async fn on_deployment(
                 }
                 ctx.retries += 1;
                 // The attempt counts against rpm; its slot is free while we wait.
-                reservation.settle(0);
-                drop((permit, inflight));
+                slot.settle(0);
                 tokio::time::sleep(d).await;
             }
             _ => {
-                reservation.cancel();
+                slot.cancel();
                 return Err(e);
             }
         }
     }
+}
+
+/// The circuit's word on one deployment: `Ok(probe)` when it lets a request
+/// through (`true` for the half-open probe); an open circuit is logged as a
+/// skipped attempt and is a gateway-side `no_healthy_deployment`, so the
+/// caller moves on to its next candidate.
+pub(crate) fn admit_circuit(
+    dep: &DeploymentRt,
+    ctx: &mut RequestCtx,
+) -> Result<bool, GatewayError> {
+    match dep.state.circuit.admit(Instant::now()) {
+        Admit::Allowed => Ok(false),
+        Admit::Probe => Ok(true),
+        Admit::Rejected { retry_in } => {
+            ctx.attempts.push(AttemptLog::skipped(
+                &dep.name,
+                &dep.provider.name,
+                "circuit_open",
+            ));
+            Err(GatewayError::new(
+                ErrorCode::NoHealthyDeployment,
+                Source::Gateway,
+                format!("{} is open-circuited", dep.name),
+            )
+            .with_retry_after(Some(retry_in)))
+        }
+    }
+}
+
+/// One attempt's admission by the deployment's limits: rpm/tpm, then a
+/// concurrency slot (waiting in its bounded queue at most `queue_timeout`),
+/// and the in-flight count. Refused: logged as a skipped attempt, counted,
+/// and a gateway-side busy error, so the caller moves on to its next
+/// candidate rather than melting this one.
+pub(crate) async fn admit_attempt(
+    dep: &DeploymentRt,
+    estimate: u64,
+    ctx: &mut RequestCtx,
+) -> Result<Slot, GatewayError> {
+    let st = &dep.state;
+    match st.limits.admit(estimate).await {
+        Ok((reservation, permit)) => Ok(Slot {
+            reservation,
+            permit,
+            // In flight = actually being served upstream (not sleeping
+            // before a retry).
+            inflight: st.health.start(),
+        }),
+        Err(rejection) => {
+            ctx.attempts.push(AttemptLog::skipped(
+                &dep.name,
+                &dep.provider.name,
+                "gateway_rate_limited",
+            ));
+            ctx.limit_rejections += 1;
+            // A busy deployment, not the client's fault.
+            let mut e = rejection.to_error();
+            e.source = Source::Gateway;
+            Err(e)
+        }
+    }
+}
+
+/// An admitted attempt: its rpm/tpm reservation, concurrency slot and
+/// in-flight count.
+pub(crate) struct Slot {
+    reservation: limits::Reservation,
+    permit: limits::Permit,
+    inflight: health::InflightGuard,
+}
+
+impl Slot {
+    /// The attempt answered: the reservation is settled, and a stream holds
+    /// the slot and the in-flight count until it ends (a whole answer frees
+    /// them now).
+    pub(crate) fn serve(self, answer: Answer, estimate: u64) -> Answer {
+        self.reservation.settle(estimate);
+        match answer {
+            Answer::Stream(mut s) => {
+                s.hold = Some((self.permit, self.inflight));
+                Answer::Stream(s)
+            }
+            json => json,
+        }
+    }
+
+    /// The attempt was sent and failed but counts against rpm.
+    pub(crate) fn settle(self, actual: u64) {
+        self.reservation.settle(actual);
+    }
+
+    /// The attempt does not count.
+    pub(crate) fn cancel(self) {
+        self.reservation.cancel();
+    }
+}
+
+/// Send one admitted attempt; its outcome feeds the circuit and health
+/// stats (transitions noted) and the decision log.
+pub(crate) async fn attempt(
+    dep: &DeploymentRt,
+    key: Option<&ProviderKey>,
+    inbound: &Inbound<'_>,
+    call: &CallInfo,
+    probe: bool,
+    ctx: &mut RequestCtx,
+) -> Result<Answer, GatewayError> {
+    let started = Instant::now();
+    let result = adapters::chat(dep, key, inbound, call).await;
+    let latency = started.elapsed();
+    let st = &dep.state;
+    if let Some(t) = st.observe(Instant::now(), result.as_ref().map(|_| ()), latency, probe) {
+        ctx.transitions.push(format!(
+            "{}: {} -> {} ({})",
+            dep.name,
+            t.from.as_str(),
+            t.to.as_str(),
+            t.reason
+        ));
+    }
+    ctx.attempts.push(match &result {
+        Ok(answer) => AttemptLog::ok(&dep.name, &dep.provider.name, latency, answer.ttfb()),
+        Err(e) => AttemptLog::failed(&dep.name, &dep.provider.name, e, latency),
+    });
+    result
 }
 
 /// Quarantine a key the upstream rejected or whose quota is spent.

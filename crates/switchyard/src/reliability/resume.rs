@@ -3,23 +3,27 @@
 //! a cut or an in-band error, the next candidate after a stall — by sending
 //! the original messages plus the text already streamed as a trailing
 //! assistant message, and forwarding only the continuation inside the same
-//! client stream. Never inside a tool call, never to a deployment without
-//! `prefill`. For now only OpenAI-speaking clients are resumed; an Anthropic
-//! client's interrupted stream ends with an error event.
+//! client stream, for either door: an OpenAI client keeps its envelope and
+//! role chunk; an Anthropic client gets no second `message_start`, the text
+//! goes on in the block left open. Never inside a tool call, never to a
+//! deployment without `prefill`. A continuation is an attempt like any
+//! other: admitted by the circuit and the limits (a busy deployment is
+//! passed over), holding its slot until the stream ends.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use switchyard_protocol::ir::{ContentPart, Message, Role};
+use switchyard_protocol::anthropic;
+use switchyard_protocol::ir::{ChatRequest, ContentPart, Message, Role};
 use switchyard_protocol::openai::{parse_request, ChunkEnvelope};
 
-use super::pick_key;
+use super::{admit_attempt, admit_circuit, attempt, pick_key};
 use crate::adapters::stream::Seen;
-use crate::adapters::translate::Resumed;
-use crate::adapters::{self, Answer, CallInfo, Dialect, Inbound, UpstreamStream};
+use crate::adapters::translate::{Continues, Resumed};
+use crate::adapters::{Answer, CallInfo, Dialect, Inbound, UpstreamStream};
 use crate::config::Capability;
 use crate::error::{ErrorCode, GatewayError};
-use crate::observe::ctx::{AttemptLog, RequestCtx};
+use crate::observe::ctx::RequestCtx;
 use crate::state::live::DeploymentRt;
 
 /// At most this many continuations per client stream.
@@ -33,11 +37,13 @@ pub struct Resume {
     pub candidates: Vec<Arc<DeploymentRt>>,
     pub call: CallInfo,
     pub include_usage: bool,
+    /// The request's estimated tokens, for the deployments' tpm.
+    pub estimate: u64,
 }
 
 impl Resume {
-    /// A continuation stream, opened up to its first event, or `None` when
-    /// the stream cannot be resumed.
+    /// A continuation stream, opened up to its first event and holding its
+    /// deployment's slot, or `None` when the stream cannot be resumed.
     pub async fn continue_stream(
         &self,
         e: &GatewayError,
@@ -46,59 +52,80 @@ impl Resume {
         seen: &Seen,
         ctx: &mut RequestCtx,
     ) -> Option<(Box<UpstreamStream>, Arc<DeploymentRt>)> {
-        if self.dialect != Dialect::OpenAi || seen.in_tool_call || text.trim().is_empty() {
+        if seen.in_tool_call || text.trim().is_empty() {
             return None;
         }
-        let base = self.request()?;
+        let continues = match self.dialect {
+            Dialect::OpenAi => Continues::OpenAi {
+                envelope: ChunkEnvelope {
+                    id: seen
+                        .id
+                        .clone()
+                        .unwrap_or_else(|| format!("chatcmpl-{}", ctx.request_id)),
+                    model: seen
+                        .model
+                        .clone()
+                        .unwrap_or_else(|| served.cfg.model.clone()),
+                    created: seen.created.unwrap_or_default(),
+                },
+                include_usage: self.include_usage,
+            },
+            Dialect::Anthropic => Continues::Anthropic { at: seen.blocks },
+            Dialect::Gemini => return None,
+        };
+        let mut ir = self.request()?;
         // Anthropic rejects a prefill ending in whitespace: trim it, and put
         // it back in front of the continuation.
         let kept = text.trim_end();
-        let prefix = text[kept.len()..].to_owned();
-        let mut ir = base;
+        let prefix = &text[kept.len()..];
         ir.stream = true;
         ir.messages.push(Message {
             role: Role::Assistant,
             content: vec![ContentPart::Text(kept.to_owned())],
             ..Message::default()
         });
-        let envelope = ChunkEnvelope {
-            id: seen
-                .id
-                .clone()
-                .unwrap_or_else(|| format!("chatcmpl-{}", ctx.request_id)),
-            model: seen
-                .model
-                .clone()
-                .unwrap_or_else(|| served.cfg.model.clone()),
-            created: seen.created.unwrap_or_default(),
-        };
+        let inbound = Inbound::Resume(Box::new(Resumed {
+            ir,
+            continues,
+            prefix: prefix.to_owned(),
+        }));
         for dep in self.order(e, served) {
-            let inbound = Inbound::Resume(Box::new(Resumed {
-                ir: ir.clone(),
-                envelope: envelope.clone(),
-                include_usage: self.include_usage,
-                prefix: prefix.clone(),
-            }));
-            let Ok(key) = pick_key(dep) else { continue };
-            let started = tokio::time::Instant::now();
-            match adapters::chat(dep, key, &inbound, &self.call).await {
-                Ok(Answer::Stream(s)) => {
-                    let mut log =
-                        AttemptLog::ok(&dep.name, &dep.provider.name, started.elapsed(), s.ttfb);
-                    log.resumed = true;
-                    ctx.attempts.push(log);
-                    return Some((s, dep.clone()));
-                }
-                Ok(Answer::Json(_)) => {}
-                Err(err) => {
-                    let mut log =
-                        AttemptLog::failed(&dep.name, &dep.provider.name, &err, started.elapsed());
-                    log.resumed = true;
-                    ctx.attempts.push(log);
-                }
+            let before = ctx.attempts.len();
+            let opened = self.attempt_on(dep, &inbound, ctx).await;
+            for log in &mut ctx.attempts[before..] {
+                log.resumed = true;
+            }
+            if let Some(s) = opened {
+                return Some((s, dep.clone()));
             }
         }
         None
+    }
+
+    /// One continuation attempt, admitted like any other (circuit, then
+    /// limits); a refusal or a failure moves on to the next deployment.
+    async fn attempt_on(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &Inbound<'_>,
+        ctx: &mut RequestCtx,
+    ) -> Option<Box<UpstreamStream>> {
+        let probe = admit_circuit(dep, ctx).ok()?;
+        let slot = admit_attempt(dep, self.estimate, ctx).await.ok()?;
+        let Ok(key) = pick_key(dep) else {
+            slot.cancel();
+            return None;
+        };
+        match attempt(dep, key, inbound, &self.call, probe, ctx).await {
+            Ok(answer) => match slot.serve(answer, self.estimate) {
+                Answer::Stream(s) => Some(s),
+                Answer::Json(_) => None,
+            },
+            Err(_) => {
+                slot.cancel();
+                None
+            }
+        }
     }
 
     /// Same deployment first after a cut or an upstream error; after a stall
@@ -119,8 +146,13 @@ impl Resume {
         order
     }
 
-    fn request(&self) -> Option<switchyard_protocol::ir::ChatRequest> {
+    /// The client's request, as the IR, read again from its body.
+    fn request(&self) -> Option<ChatRequest> {
         let text = std::str::from_utf8(&self.body).ok()?;
-        parse_request(text).ok().map(|v| v.to_ir())
+        match self.dialect {
+            Dialect::OpenAi => parse_request(text).ok().map(|v| v.to_ir()),
+            Dialect::Anthropic => anthropic::decode_request(text).ok(),
+            Dialect::Gemini => None,
+        }
     }
 }

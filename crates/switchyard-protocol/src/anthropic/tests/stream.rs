@@ -410,3 +410,116 @@ fn encoder_emits_the_anthropic_sequence() {
     let (_, err, _) = translate(&e, None);
     assert_eq!(err.unwrap().kind, "overloaded_error");
 }
+
+#[test]
+fn a_continuing_encoder_writes_into_the_open_text_block() {
+    let at = BlockCursor {
+        open: Some((1, BlockType::Text)),
+        next_index: 2,
+    };
+    let mut enc = StreamEncoder::continuing(at);
+    assert_eq!(enc.cursor(), at);
+    let mut frames = Vec::new();
+    for ev in [
+        StreamEvent::Start {
+            id: "msg_2".into(),
+            model: "m".into(),
+            created: 0,
+        },
+        StreamEvent::Usage(Usage {
+            input_tokens: 12,
+            ..Usage::default()
+        }),
+        StreamEvent::TextDelta(" world".into()),
+        StreamEvent::Finish {
+            reason: FinishReason::Stop,
+            raw: None,
+        },
+        StreamEvent::Usage(Usage {
+            input_tokens: 12,
+            output_tokens: 3,
+            ..Usage::default()
+        }),
+    ] {
+        frames.extend(enc.push(&ev));
+    }
+    frames.extend(enc.end());
+    let p = payloads(&frames);
+    let names: Vec<&str> = p.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert_eq!(p[0].1["index"], 1);
+    assert_eq!(p[0].1["delta"]["text"], " world");
+    assert_eq!(p[1].1["index"], 1);
+    assert_eq!(p[2].1["usage"]["output_tokens"], 3);
+}
+
+#[test]
+fn a_continuing_encoder_between_blocks_opens_the_next_index() {
+    for open in [None, Some((0, BlockType::Thinking))] {
+        let mut enc = StreamEncoder::continuing(BlockCursor {
+            open,
+            next_index: 1,
+        });
+        let mut frames = enc.push(&StreamEvent::TextDelta("more".into()));
+        frames.extend(enc.end());
+        let p = payloads(&frames);
+        let mut expect = vec![("content_block_start", 1)];
+        if open.is_some() {
+            // The thinking block left open is closed first.
+            expect.insert(0, ("content_block_stop", 0));
+        }
+        expect.extend([("content_block_delta", 1), ("content_block_stop", 1)]);
+        let got: Vec<(&str, u64)> = p
+            .iter()
+            .filter(|(_, v)| v.get("index").is_some())
+            .map(|(n, v)| (n.as_str(), v["index"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, expect, "{open:?}");
+        assert_eq!(p[p.len() - 1].0, "message_stop");
+        assert!(p.iter().all(|(n, _)| n != "message_start"));
+    }
+}
+
+#[test]
+fn the_translator_knows_which_block_is_open() {
+    let mut t = StreamTranslator::new(None);
+    let mut out = Vec::new();
+    let mut push = |t: &mut StreamTranslator, data: &str| {
+        t.push(None, data.as_bytes(), &mut out).unwrap();
+        t.cursor()
+    };
+    let start = r#"{"type":"message_start","message":{"id":"m","model":"x","usage":{"input_tokens":1,"output_tokens":1}}}"#;
+    assert_eq!(push(&mut t, start), BlockCursor::default());
+    let thinking = r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#;
+    assert_eq!(push(&mut t, thinking).open, Some((0, BlockType::Thinking)));
+    let stop0 = r#"{"type":"content_block_stop","index":0}"#;
+    assert_eq!(
+        push(&mut t, stop0),
+        BlockCursor {
+            open: None,
+            next_index: 1
+        }
+    );
+    let text =
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#;
+    push(&mut t, text);
+    let delta =
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#;
+    assert_eq!(
+        push(&mut t, delta),
+        BlockCursor {
+            open: Some((1, BlockType::Text)),
+            next_index: 2
+        }
+    );
+    let tool = r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#;
+    assert_eq!(push(&mut t, tool).open, Some((2, BlockType::ToolUse)));
+}
