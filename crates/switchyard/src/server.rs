@@ -246,6 +246,8 @@ async fn serve_http1(listener: TcpListener, service: ClientService, stop: Cancel
         let _ = tcp.set_nodelay(true);
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
+            // Small answers: one copy into one buffer beats a two-part writev.
+            .writev(false)
             .serve_connection(hyper_util::rt::TokioIo::new(tcp), service.clone());
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

@@ -2,6 +2,9 @@
 //! without re-encoding), IR → OpenAI encoding, and OpenAI chunks → IR events.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use memchr::memmem::{Finder, FinderRev};
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -86,17 +89,56 @@ pub struct ChunkPeek<'a> {
 }
 
 /// Just what a forwarded answer is accounted by: the upstream's model and
-/// the usage. Everything else is skipped (and still checked to be JSON).
-#[derive(Debug, Deserialize)]
+/// the usage.
+#[derive(Debug, Default)]
 pub struct UsagePeek<'a> {
-    #[serde(default, borrow)]
     pub model: Option<Cow<'a, str>>,
-    #[serde(default)]
     pub usage: Option<WireUsage>,
 }
 
-pub fn peek_usage(body: &[u8]) -> Result<UsagePeek<'_>, serde_json::Error> {
-    serde_json::from_slice(body)
+#[derive(Debug)]
+pub struct NotAnObject;
+
+impl std::fmt::Display for NotAnObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the answer is not a whole JSON object")
+    }
+}
+
+/// Reads `model` and `usage` of an answer forwarded byte for byte, without
+/// parsing the choices in between (on a passthrough the full parse was the
+/// gateway's single largest cost). A body that is not one whole object (a
+/// cut answer, an HTML error page) is refused. Keys are found as `"name"`
+/// followed by `:`; a string *value* never matches, since quotes inside JSON
+/// strings are escaped. `model` is the first such key (it precedes the
+/// choices in every OpenAI-compatible answer), `usage` the last (it follows
+/// them); each value is then read by serde_json.
+pub fn peek_usage(body: &[u8]) -> Result<UsagePeek<'_>, NotAnObject> {
+    let trimmed = body.trim_ascii();
+    if !(trimmed.starts_with(b"{") && trimmed.ends_with(b"}")) {
+        return Err(NotAnObject);
+    }
+    // Built once: a finder's set-up costs more than a short search.
+    static MODEL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"model\""));
+    static USAGE: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(b"\"usage\""));
+    let model = key_value(body, MODEL.find_iter(body));
+    let usage = key_value(body, USAGE.rfind_iter(body));
+    Ok(UsagePeek { model, usage })
+}
+
+/// The value after the first of `hits` that is a key, if it reads as `T`.
+fn key_value<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    hits: impl Iterator<Item = usize>,
+) -> Option<T> {
+    for at in hits {
+        let rest = body[at..].get(7..)?.trim_ascii_start();
+        if let Some(value) = rest.strip_prefix(b":") {
+            let mut de = serde_json::Deserializer::from_slice(value);
+            return T::deserialize(&mut de).ok();
+        }
+    }
+    None
 }
 
 pub fn peek_response(body: &[u8]) -> Result<ResponsePeek<'_>, serde_json::Error> {

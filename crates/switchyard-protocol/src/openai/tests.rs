@@ -247,3 +247,53 @@ fn ir_encodes_back_to_openai_shapes() {
     assert_eq!(v["choices"][0]["delta"]["content"], "hi");
     assert_eq!(v["object"], "chat.completion.chunk");
 }
+
+#[test]
+fn usage_peek_agrees_with_the_full_parse_on_every_answer_fixture() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers/");
+    let mut seen = 0;
+    for dir in ["openai", "deepseek", "qwen", "azure"] {
+        for entry in std::fs::read_dir(format!("{root}{dir}")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".response.json") {
+                continue;
+            }
+            let body = std::fs::read(&path).unwrap();
+            let full = peek_response(&body).unwrap();
+            let quick = peek_usage(&body).unwrap();
+            assert_eq!(quick.model, full.model, "{dir}/{name}");
+            let usage = |u: Option<&WireUsage>| u.map(WireUsage::to_ir);
+            assert_eq!(
+                usage(quick.usage.as_ref()),
+                usage(full.usage.as_ref()),
+                "{dir}/{name}"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen >= 8, "only {seen} fixtures");
+}
+
+#[test]
+fn usage_peek_is_not_fooled_by_text_and_refuses_cut_answers() {
+    // Text that spells out keys is escaped inside its string: never a key.
+    let body = br#"{"id":"x","model":"m-1","choices":[{"message":{"role":"assistant",
+        "content":"say \"model\": \"evil\" and \"usage\": {\"prompt_tokens\": 999}"},
+        "finish_reason":"stop"}],"usage" : {"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#;
+    let p = peek_usage(body).unwrap();
+    assert_eq!(p.model.as_deref(), Some("m-1"));
+    let u = p.usage.unwrap().to_ir();
+    assert_eq!((u.input_tokens, u.output_tokens), (3, 4));
+    // No usage, null usage: none.
+    assert!(peek_usage(br#"{"model":"m"}"#).unwrap().usage.is_none());
+    assert!(peek_usage(br#"{"model":"m","usage":null}"#)
+        .unwrap()
+        .usage
+        .is_none());
+    // Cut in half, or not JSON at all.
+    let cut = &body[..body.len() / 2];
+    assert!(peek_usage(cut).is_err());
+    assert!(peek_usage(b"<html>502 Bad Gateway</html>").is_err());
+    assert!(peek_usage(b"").is_err());
+}

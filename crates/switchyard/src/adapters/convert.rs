@@ -48,9 +48,14 @@ pub fn answer(
 }
 
 /// OpenAI to OpenAI: the bytes go as they came; only usage and model are
-/// read (the rest is skipped by the parser, still checked to be JSON).
+/// read (see `peek_usage`: the choices are not parsed).
 fn passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayError> {
-    let peek = oa::peek_usage(&bytes).map_err(bad_json)?;
+    let peek = oa::peek_usage(&bytes).map_err(|e| {
+        GatewayError::upstream(
+            ErrorCode::UpstreamError,
+            format!("upstream answer is not valid JSON: {e}"),
+        )
+    })?;
     let usage = peek.usage.map(|u| u.to_ir()).unwrap_or_default();
     let model = match peek.model {
         Some(m) if !m.is_empty() => m.into_owned(),

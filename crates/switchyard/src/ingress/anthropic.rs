@@ -5,7 +5,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use http::HeaderMap;
-use sha2::{Digest, Sha256};
 use switchyard_protocol::{anthropic, passthrough};
 
 use super::{auth, body, pipeline, request_id};
@@ -27,7 +26,7 @@ pub async fn messages(State(app): State<App>, headers: HeaderMap, body: Body) ->
         // Kept raw for the Anthropic→Anthropic passthrough.
         let fields = passthrough::parse_object(text).map_err(|m| GatewayError::invalid(None, m))?;
         if ctx.wants_input_hash() {
-            ctx.input_hash = Some(hex::encode(Sha256::digest(&bytes)));
+            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
         }
         let inbound = Inbound::Anthropic { fields, ir };
         pipeline::run(&live, &headers, client, &inbound, bytes.clone(), &mut ctx).await

@@ -7,6 +7,7 @@ pub mod anthropic;
 pub mod auth;
 pub mod body;
 pub mod degraded;
+pub mod names;
 pub mod openai;
 pub mod pipeline;
 pub mod respond;
@@ -17,7 +18,7 @@ use http::HeaderMap;
 /// `x-request-id` if the client sent a sane one, else a fresh one.
 pub fn request_id(headers: &HeaderMap) -> String {
     headers
-        .get("x-request-id")
+        .get(&names::X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
         .map(str::to_owned)
@@ -38,7 +39,7 @@ fn new_request_id() -> String {
 
 /// The trace id of a W3C `traceparent` (`00-<trace>-<span>-<flags>`).
 pub fn trace_id(headers: &HeaderMap) -> Option<String> {
-    let tp = headers.get("traceparent")?.to_str().ok()?;
+    let tp = headers.get(&names::TRACEPARENT)?.to_str().ok()?;
     let mut parts = tp.split('-');
     let (_version, trace) = (parts.next()?, parts.next()?);
     (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit())).then(|| trace.to_owned())

@@ -7,7 +7,6 @@ use axum::extract::State;
 use axum::response::Response;
 use http::HeaderMap;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use switchyard_protocol::openai::parse_request;
 
 use super::{auth, body, pipeline, request_id, respond};
@@ -33,7 +32,7 @@ pub async fn chat(app: App, headers: HeaderMap, body: Body) -> Response {
         let text = body::utf8(&bytes)?;
         let view = parse_request(text).map_err(|e| GatewayError::invalid(e.param, e.message))?;
         if ctx.wants_input_hash() {
-            ctx.input_hash = Some(hex::encode(Sha256::digest(&bytes)));
+            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
         }
         let inbound = Inbound::OpenAi {
             view,

@@ -68,7 +68,7 @@ pub async fn run(
     };
     let started = Instant::now();
     let call = CallInfo {
-        traceparent: headers.get("traceparent").cloned(),
+        traceparent: headers.get(&super::names::TRACEPARENT).cloned(),
         deadline: route.and_then(|r| r.deadline).map(|d| started + d),
     };
     let served =

@@ -4,9 +4,10 @@
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderValue, StatusCode};
+use http::{HeaderName, HeaderValue, StatusCode};
 use serde::Serialize;
 
+use super::names;
 use crate::error::{ErrorCode, GatewayError};
 
 #[derive(Serialize)]
@@ -95,7 +96,7 @@ fn error_response(body: Vec<u8>, e: &GatewayError, request_id: &str) -> Response
     *resp.status_mut() = e.code.status();
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    set(h, "x-request-id", request_id);
+    set(h, &names::X_REQUEST_ID, request_id);
     if let Some(d) = e.retry_after {
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         h.insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
@@ -121,17 +122,19 @@ pub fn reply(
 ) -> Response {
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
+    // Sized for what follows (and the server's date/length): no regrowth.
     let h = resp.headers_mut();
+    h.reserve(10);
     h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    set(h, "x-request-id", s.request_id);
-    set(h, "x-switchyard-deployment", s.deployment);
-    h.insert("x-switchyard-attempts", HeaderValue::from(s.attempts));
-    h.insert("x-switchyard-cache", HeaderValue::from_static(s.cache));
+    set(h, &names::X_REQUEST_ID, s.request_id);
+    set(h, &names::DEPLOYMENT, s.deployment);
+    h.insert(names::ATTEMPTS.clone(), HeaderValue::from(s.attempts));
+    h.insert(names::CACHE.clone(), HeaderValue::from_static(s.cache));
     if let Some(c) = s.cost_usd {
-        set(h, "x-switchyard-cost-usd", &format!("{c:.8}"));
+        set(h, &names::COST_USD, &format!("{c:.8}"));
     }
     if let Some(r) = s.fallback_reason {
-        set(h, "x-switchyard-fallback-reason", r);
+        set(h, &names::FALLBACK_REASON, r);
     }
     resp
 }
@@ -145,9 +148,9 @@ pub fn json(body: Bytes, s: &ServedHeaders<'_>) -> Response {
     )
 }
 
-fn set(h: &mut http::HeaderMap, name: &'static str, value: &str) {
+fn set(h: &mut http::HeaderMap, name: &HeaderName, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
-        h.insert(name, v);
+        h.insert(name.clone(), v);
     }
 }
 
@@ -158,6 +161,6 @@ pub async fn not_found(uri: http::Uri) -> Response {
         format!("no such endpoint: {}", uri.path()),
     );
     let mut resp = openai_error(&e, "");
-    resp.headers_mut().remove("x-request-id");
+    resp.headers_mut().remove(&names::X_REQUEST_ID);
     resp
 }

@@ -148,7 +148,10 @@ pub fn stream(
         http::HeaderValue::from_static("no-cache"),
     );
     // Tell nginx-style proxies in front of us not to buffer either.
-    h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    h.insert(
+        super::names::ACCEL_BUFFERING.clone(),
+        http::HeaderValue::from_static("no"),
+    );
     resp
 }
 

@@ -249,9 +249,11 @@ impl RequestCtx {
             self.record(&m);
         }
         if self.sink.is_on() {
-            if let Ok(line) = serde_json::to_string(self) {
-                self.sink.write(line);
-            }
+            let this = &*self;
+            this.sink.write_with(|buf| {
+                this.write_line(buf);
+                Ok::<(), std::convert::Infallible>(())
+            });
         }
     }
 }
@@ -497,6 +499,16 @@ impl Drop for RequestCtx {
     }
 }
 
+/// The decision log's `input_hash`: sha256 of the request body, in hex
+/// (`encode_to_slice`: `hex::encode` builds the string a char at a time).
+pub fn input_hash(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut out = [0u8; 64];
+    let _ = hex::encode_to_slice(Sha256::digest(body), &mut out);
+    // Hex digits are ASCII: always valid UTF-8.
+    std::str::from_utf8(&out).unwrap_or_default().to_owned()
+}
+
 /// USD for the usage under the deployment's per-million-token prices.
 pub fn cost_usd(u: &Usage, p: &Pricing) -> f64 {
     let cached = u.cached_input_tokens.min(u.input_tokens);
@@ -513,7 +525,7 @@ fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error
 /// RFC 3339 UTC with milliseconds, without pulling in a date crate. The
 /// seconds part is formatted once per second per thread (it is on every
 /// decision-log line).
-fn format_rfc3339(t: SystemTime) -> String {
+pub(super) fn format_rfc3339(t: SystemTime) -> String {
     thread_local! {
         static SECOND: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
     }

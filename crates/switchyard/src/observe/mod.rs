@@ -3,6 +3,7 @@
 
 pub mod ctx;
 pub mod decision_log;
+mod log_line;
 pub mod logging;
 pub mod metrics;
 pub mod redact;

@@ -243,13 +243,21 @@ impl DeploymentLimits {
     /// Everything before an upstream call: waits out a short upstream block
     /// (up to `queue_timeout`), checks rpm/tpm, then takes a concurrency slot.
     pub async fn admit(&self, estimate: u64) -> Result<(Reservation, Permit), LimitRejection> {
-        if let Some(wait) = self.blocked_for(Instant::now()) {
+        let blocked = self.blocked_for(Instant::now());
+        if let Some(wait) = blocked {
             if wait > self.cfg.load().queue_timeout {
                 return Err(self.reject("upstream_quota", wait));
             }
             tokio::time::sleep(wait).await;
         }
-        let reservation = self.check_rate(Instant::now(), estimate)?;
+        let reservation = if blocked.is_some() {
+            // The upstream may have set a new block while we waited.
+            self.check_rate(Instant::now(), estimate)?
+        } else {
+            let cfg = self.cfg.load();
+            self.rate
+                .check(Instant::now(), cfg.rpm, cfg.tpm, estimate)?
+        };
         match self.acquire().await {
             Ok(permit) => Ok((reservation, permit)),
             Err(e) => {

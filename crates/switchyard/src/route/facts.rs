@@ -1,7 +1,7 @@
 //! What routing needs to know about a request, read once at the door:
 //! capabilities it implies, its estimated size, its task and session.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use switchyard_protocol::ir::{ChatRequest, ContentPart, ResponseFormat, Role};
 use switchyard_protocol::openai::{
     ChatCompletionRequest, PartKind, ResponseFormatKind, WireContent, WireRole,
@@ -9,6 +9,7 @@ use switchyard_protocol::openai::{
 
 use crate::adapters::Inbound;
 use crate::config::{Capabilities, Capability, TaskRule};
+use crate::ingress::names;
 
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
@@ -35,18 +36,18 @@ impl Facts {
         if inbound.stream() {
             f.needs.insert(Capability::Streaming);
         }
-        let header = |name: &str| {
+        let header = |name: &HeaderName| {
             headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
                 .map(str::trim)
                 .filter(|v| !v.is_empty())
         };
-        f.task = header("x-switchyard-task").map(str::to_owned);
+        f.task = header(&names::TASK).map(str::to_owned);
         if f.task.is_none() && !rules.is_empty() {
             f.task = match_rules(rules, &last_user_text(inbound).to_lowercase());
         }
-        f.session = header("x-switchyard-session").map(|s| s.chars().take(200).collect());
+        f.session = header(&names::SESSION).map(|s| s.chars().take(200).collect());
         f
     }
 

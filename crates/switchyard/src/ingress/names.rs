@@ -1,0 +1,16 @@
+//! Header names the gateway reads and writes, parsed once: looking a header
+//! up (or inserting it) by `&str` parses and validates the name every time.
+
+use http::HeaderName;
+
+pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+pub static X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+pub static TASK: HeaderName = HeaderName::from_static("x-switchyard-task");
+pub static SESSION: HeaderName = HeaderName::from_static("x-switchyard-session");
+pub static DEPLOYMENT: HeaderName = HeaderName::from_static("x-switchyard-deployment");
+pub static ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
+pub static CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
+pub static COST_USD: HeaderName = HeaderName::from_static("x-switchyard-cost-usd");
+pub static FALLBACK_REASON: HeaderName = HeaderName::from_static("x-switchyard-fallback-reason");
+pub static ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
