@@ -25,8 +25,9 @@ RAW="$RES/chaos"
 BIN="$ROOT/target/release/switchyard"
 OHA="$BENCH/.tools/bin/oha"
 
-log() { printf '[chaos %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+LOG_TAG=chaos
+# shellcheck source=bench/lib.sh
+source "$BENCH/lib.sh"
 
 command -v python3 >/dev/null || die "python3 is required"
 command -v curl >/dev/null || die "curl is required"
@@ -48,34 +49,9 @@ rm -rf "$RAW"
 mkdir -p "$RAW"
 ulimit -n 65535 2>/dev/null || true
 
-PIDS=()
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for p in "$GW_PORT" "$ADMIN_PORT" "$FLAKY_PORT" "$HEALTHY_PORT" "$DEAD_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use (the dead port must refuse connections)"
 done
-wait_port() { # port pid name
-  for _ in $(seq 200); do
-    port_busy "$1" && return 0
-    kill -0 "$2" 2>/dev/null || die "$3 exited during startup (see $RAW/$3.log)"
-    sleep 0.05
-  done
-  die "$3 did not listen on $1 within 10 s"
-}
 
 # Two mocks (one per live deployment, so each side's connections can be counted apart).
 "$BIN" mock --listen "127.0.0.1:$FLAKY_PORT" >"$RAW/mock-flaky.log" 2>&1 &

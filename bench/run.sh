@@ -31,8 +31,9 @@ TOOLS="$BENCH/.tools"
 BIN="$ROOT/target/release/switchyard"
 NGX="$RES/nginx"
 
-log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+LOG_TAG=bench
+# shellcheck source=bench/lib.sh
+source "$BENCH/lib.sh"
 
 for l in $LANES; do
   case "$l" in c1|c64|c256|s64|t64|ts64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64)";; esac
@@ -93,34 +94,9 @@ else
   PINNER=(); PIN_DESC="none"
 fi
 
-PIDS=()
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
-wait_port() { # port pid name
-  for _ in $(seq 200); do
-    port_busy "$1" && return 0
-    kill -0 "$2" 2>/dev/null || die "$3 exited during startup (see bench/results/raw/$3.log)"
-    sleep 0.05
-  done
-  die "$3 did not listen on $1 within 10 s"
-}
 
 BODY_NS='{"model":"chat","messages":[{"role":"user","content":"Hello"}]}'
 BODY_S='{"model":"chat","messages":[{"role":"user","content":"Hello"}],"stream":true,"mock":{"chunks":20}}'

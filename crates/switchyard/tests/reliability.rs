@@ -9,6 +9,30 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use switchyard_mock::{Behavior, Fault, MockServer};
 
+/// One route over two deployments of one mock, in that order.
+const TWO_TARGETS: &str = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+  - { id: mock/b, provider: mock, model: b }
+routes:
+  chat: { targets: [mock/a, mock/b] }
+"#;
+
+/// One deployment that serves one request at a time and queues none.
+const ONE_SLOT: &str = r#"
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    limits: { concurrency: 1, queue: 0 }
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+"#;
+
 fn chat() -> Value {
     json!({"model": "chat", "messages": common::user("hi")})
 }
@@ -41,16 +65,7 @@ async fn admin_post(h: &common::Harness, path: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn rate_limit_is_retried_after_retry_after_on_the_same_deployment() {
-    let yaml = r#"
-providers:
-  mock: { protocol: openai, base_url: "{mock}/v1" }
-models:
-  - { id: mock/a, provider: mock, model: a }
-  - { id: mock/b, provider: mock, model: b }
-routes:
-  chat: { targets: [mock/a, mock/b] }
-"#;
-    let h = common::start(yaml).await;
+    let h = common::start(TWO_TARGETS).await;
     h.mock.script(vec![Behavior::fixture(
         "openai/error_429_rate_limit_tokens",
     )]);
@@ -96,16 +111,7 @@ routes:
 
 #[tokio::test]
 async fn client_errors_and_content_filter_are_never_retried() {
-    let yaml = r#"
-providers:
-  mock: { protocol: openai, base_url: "{mock}/v1" }
-models:
-  - { id: mock/a, provider: mock, model: a }
-  - { id: mock/b, provider: mock, model: b }
-routes:
-  chat: { targets: [mock/a, mock/b] }
-"#;
-    let h = common::start(yaml).await;
+    let h = common::start(TWO_TARGETS).await;
     for fixture in [
         "openai/error_400_invalid_request",
         "azure/error_400_content_filter",
@@ -198,18 +204,7 @@ routes:
 
 #[tokio::test]
 async fn a_full_queue_answers_429_fast_with_retry_after() {
-    let yaml = r#"
-providers:
-  mock:
-    protocol: openai
-    base_url: "{mock}/v1"
-    limits: { concurrency: 1, queue: 0 }
-models:
-  - { id: mock/a, provider: mock, model: a }
-routes:
-  chat: { targets: [mock/a] }
-"#;
-    let h = common::start(yaml).await;
+    let h = common::start(ONE_SLOT).await;
     h.mock.set_default(Behavior::default().latency(600));
     let slow = h.post(chat());
     let fast = async {
@@ -628,18 +623,7 @@ routes:
 
 #[tokio::test]
 async fn an_open_stream_holds_its_concurrency_slot_until_it_ends() {
-    let yaml = r#"
-providers:
-  mock:
-    protocol: openai
-    base_url: "{mock}/v1"
-    limits: { concurrency: 1, queue: 0 }
-models:
-  - { id: mock/a, provider: mock, model: a }
-routes:
-  chat: { targets: [mock/a] }
-"#;
-    let h = common::start(yaml).await;
+    let h = common::start(ONE_SLOT).await;
     let slow = json!({"model": "chat", "messages": common::user("hi"), "stream": true, "mock": {"chunks": 4, "chunk_delay_ms": 150}});
     let streaming = async {
         let r = h.post(slow).await;

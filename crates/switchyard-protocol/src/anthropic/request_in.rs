@@ -1,9 +1,7 @@
 //! Client's Anthropic `/v1/messages` body → IR, validated field by field.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -11,6 +9,7 @@ use super::params_in::{choice, output_config, thinking, tools};
 use super::wire::{Block, ImageSource as WireSource};
 use super::FieldError;
 use crate::ir::{self, ContentPart, ImageSource, Message, Role};
+use crate::passthrough::{self, Fields};
 
 /// What the passthrough path needs from a body it forwards unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,12 +64,21 @@ pub(super) fn field<'a, T: Deserialize<'a>>(
 /// survive on the Anthropic→Anthropic passthrough path), except
 /// `provider_options`, which is kept as on the OpenAI front door.
 pub fn decode_request(body: &str) -> Result<ir::ChatRequest, FieldError> {
-    let fields = top_level(body)?;
+    let fields = passthrough::parse_object(body).map_err(|message| FieldError {
+        param: None,
+        message,
+    })?;
+    decode_fields(&fields)
+}
+
+/// [`decode_request`] on a body already split into its top-level fields
+/// (the front door keeps them for the passthrough: one parse, not two).
+pub fn decode_fields(fields: &Fields<'_>) -> Result<ir::ChatRequest, FieldError> {
     let mut req = ir::ChatRequest::default();
     let (mut saw_max, mut saw_messages) = (false, false);
     let mut tool_choice: Option<&RawValue> = None;
     let mut sys = Vec::new();
-    for (key, raw) in &fields {
+    for (key, raw) in fields {
         let raw: &RawValue = raw;
         match key.as_ref() {
             "model" => req.model = field(raw, "model")?,
@@ -126,36 +134,6 @@ pub fn decode_request(body: &str) -> Result<ir::ChatRequest, FieldError> {
     }
     req.messages.splice(0..0, sys);
     Ok(req)
-}
-
-/// The body must be one JSON object without duplicate keys.
-fn top_level(body: &str) -> Result<Vec<(Cow<'_, str>, &RawValue)>, FieldError> {
-    struct Fields;
-    impl<'de> Visitor<'de> for Fields {
-        type Value = Vec<(Cow<'de, str>, &'de RawValue)>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out: Self::Value = Vec::new();
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                let value: &'de RawValue = map.next_value()?;
-                if out.iter().any(|(k, _)| *k == key) {
-                    return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
-                }
-                out.push((key, value));
-            }
-            Ok(out)
-        }
-    }
-    let bad = |e: serde_json::Error| FieldError {
-        param: None,
-        message: format!("request body is not valid JSON: {e}"),
-    };
-    let mut de = serde_json::Deserializer::from_str(body);
-    let fields = de.deserialize_map(Fields).map_err(bad)?;
-    de.end().map_err(bad)?;
-    Ok(fields)
 }
 
 fn unit(raw: &RawValue, param: &str) -> Result<Option<f64>, FieldError> {

@@ -9,7 +9,7 @@ use http::HeaderMap;
 use serde::Serialize;
 use switchyard_protocol::openai::parse_request;
 
-use super::{auth, body, pipeline, request_id, respond};
+use super::{auth, pipeline, request_id, respond};
 use crate::adapters::{Dialect, Inbound};
 use crate::app::App;
 use crate::error::GatewayError;
@@ -22,29 +22,15 @@ pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: 
 /// The handler proper; the client listener calls it directly for the hot
 /// path (no router, no header-map clone), axum for everything else.
 pub async fn chat(app: App, headers: HeaderMap, body: Body) -> Response {
-    let live = app.live.load_full();
-    let rid = request_id(&headers);
-    let mut ctx = app.request_ctx(&rid, &headers, &live);
-    let result = async {
-        let client = auth::authenticate(&live, &headers)?;
-        ctx.client = client.map(|c| c.id.clone());
-        let bytes = body::read(body, &headers, live.config.server.max_body).await?;
-        let text = body::utf8(&bytes)?;
-        let view = parse_request(text).map_err(|e| GatewayError::invalid(e.param, e.message))?;
-        if ctx.wants_input_hash() {
-            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
-        }
-        let inbound = Inbound::OpenAi {
-            view,
-            ir: OnceLock::new(),
-        };
-        pipeline::run(&live, &headers, client, &inbound, bytes.clone(), &mut ctx).await
-    }
-    .await;
-    match result {
-        Ok(ready) => pipeline::deliver(ready, ctx, &rid),
-        Err(e) => pipeline::fail(&live, Dialect::OpenAi, &e, ctx, &rid),
-    }
+    pipeline::door(app, headers, body, Dialect::OpenAi, decode).await
+}
+
+fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
+    let view = parse_request(text).map_err(|e| GatewayError::invalid(e.param, e.message))?;
+    Ok(Inbound::OpenAi {
+        view,
+        ir: OnceLock::new(),
+    })
 }
 
 #[derive(Serialize)]

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::respond::{self, ServedHeaders};
 use super::sse_out;
 use crate::adapters::{Answer, CallInfo, Dialect, Inbound};
+use crate::app::App;
 use bytes::Bytes;
 
 use crate::config::{Client, StreamInterrupt};
@@ -19,6 +20,37 @@ use crate::reliability::resume::Resume;
 use crate::reliability::{self, Served};
 use crate::route::{self, Facts};
 use crate::state::live::{Live, Target};
+
+/// One front door from the raw request to the response: authenticate, read
+/// the body within `max_body`, `decode` it in the door's dialect, then route,
+/// execute and deliver — or fail in the door's envelope. The decision-log
+/// line is written when the reply (or its stream) ends.
+pub async fn door(
+    app: App,
+    headers: HeaderMap,
+    body: axum::body::Body,
+    dialect: Dialect,
+    decode: for<'a> fn(&'a str) -> Result<Inbound<'a>, GatewayError>,
+) -> Response {
+    let live = app.live.load_full();
+    let rid = super::request_id(&headers);
+    let mut ctx = app.request_ctx(&rid, &headers, &live);
+    let result = async {
+        let client = super::auth::authenticate(&live, &headers)?;
+        ctx.client = client.map(|c| c.id.clone());
+        let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
+        let inbound = decode(super::body::utf8(&bytes)?)?;
+        if ctx.wants_input_hash() {
+            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
+        }
+        run(&live, &headers, client, &inbound, bytes.clone(), &mut ctx).await
+    }
+    .await;
+    match result {
+        Ok(ready) => deliver(ready, ctx, &rid),
+        Err(e) => fail(&live, dialect, &e, ctx, &rid),
+    }
+}
 
 pub struct Ready {
     pub served: Served,
