@@ -4,10 +4,8 @@
 //! whole map), each entry holding its own small lock or atomic. Keys are
 //! allocated once, on first use; the per-request path allocates nothing.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -23,39 +21,14 @@ const BUCKETS: u64 = 20;
 type FastMap<V> = DashMap<Box<str>, V, foldhash::fast::RandomState>;
 
 pub struct MemoryStore {
-    /// Tells this store's entries apart in a thread's [`Near`] cache.
-    id: usize,
     epoch: Instant,
-    /// Windows and scalars are never removed, so a thread may keep their
-    /// `Arc`s; records expire and are always looked up.
-    windows: FastMap<Arc<Mutex<Window>>>,
+    windows: FastMap<Mutex<Window>>,
     records: FastMap<Slot>,
-    scalars: FastMap<Arc<AtomicU64>>,
-}
-
-static NEXT_STORE: AtomicUsize = AtomicUsize::new(0);
-
-/// A thread's own index of one store's windows and scalars: after the first
-/// use of a key, an op finds its entry without the shared map's shard lock
-/// (an atomic on a cache line both workers write, per op).
-#[derive(Default)]
-struct Near {
-    store: usize,
-    windows: HashMap<Box<str>, Arc<Mutex<Window>>, foldhash::fast::FixedState>,
-    scalars: HashMap<Box<str>, Arc<AtomicU64>, foldhash::fast::FixedState>,
-}
-
-thread_local! {
-    static NEAR: RefCell<Near> = RefCell::new(Near {
-        store: usize::MAX,
-        ..Near::default()
-    });
+    scalars: FastMap<AtomicU64>,
 }
 
 struct Window {
     bucket_ms: u64,
-    /// Something was added since the last `clear`.
-    dirty: bool,
     /// Ring of `BUCKETS` buckets; `idx` says which time bucket a slot holds.
     slots: Vec<Bucket>,
 }
@@ -82,7 +55,6 @@ impl Default for MemoryStore {
 impl MemoryStore {
     pub fn new() -> Self {
         MemoryStore {
-            id: NEXT_STORE.fetch_add(1, Ordering::Relaxed),
             epoch: Instant::now(),
             windows: DashMap::default(),
             records: DashMap::default(),
@@ -96,63 +68,29 @@ impl MemoryStore {
         self.records.retain(|_, s| s.expires.is_none_or(|e| e > ms));
     }
 
-    /// Runs `f` with this thread's handle on the store's entry for `key`
-    /// (`f` must not call back into the store).
-    fn near<R>(&self, f: impl FnOnce(&mut Near) -> R) -> R {
-        NEAR.with_borrow_mut(|near| {
-            if near.store != self.id {
-                *near = Near {
-                    store: self.id,
-                    ..Near::default()
-                };
-            }
-            f(near)
-        })
-    }
-
     fn with_window<R>(&self, key: &str, window: Duration, f: impl FnOnce(&mut Window) -> R) -> R {
         let bucket_ms = (window.as_millis() as u64 / BUCKETS).max(1);
-        self.near(|near| {
-            if let Some(w) = near.windows.get(key) {
-                return f(lock(w).fit(bucket_ms));
-            }
-            let w = self
-                .windows
-                .entry(Box::from(key))
-                .or_insert_with(|| Arc::new(Mutex::new(Window::new(bucket_ms))))
-                .clone();
-            near.windows.insert(Box::from(key), w.clone());
+        if let Some(w) = self.windows.get(key) {
             let mut g = lock(&w);
-            f(g.fit(bucket_ms))
-        })
-    }
-
-    /// The window for `key` if it exists, without creating it.
-    fn existing_window<R>(&self, key: &str, f: impl FnOnce(&mut Window) -> R) -> Option<R> {
-        self.near(|near| {
-            if let Some(w) = near.windows.get(key) {
-                return Some(f(&mut lock(w)));
-            }
-            let w = self.windows.get(key)?.clone();
-            near.windows.insert(Box::from(key), w.clone());
-            let mut g = lock(&w);
-            Some(f(&mut g))
-        })
+            return f(g.fit(bucket_ms));
+        }
+        let entry = self
+            .windows
+            .entry(Box::from(key))
+            .or_insert_with(|| Mutex::new(Window::new(bucket_ms)));
+        let mut w = lock(&entry);
+        f(w.fit(bucket_ms))
     }
 
     fn scalar_cell<R>(&self, key: &str, f: impl FnOnce(&AtomicU64) -> R, init: u64) -> R {
-        self.near(|near| {
-            if let Some(c) = near.scalars.get(key) {
-                return f(c);
-            }
-            let c = self
-                .scalars
-                .entry(Box::from(key))
-                .or_insert_with(|| Arc::new(AtomicU64::new(init)))
-                .clone();
-            near.scalars.insert(Box::from(key), c.clone());
-            f(&c)
-        })
+        if let Some(c) = self.scalars.get(key) {
+            return f(&c);
+        }
+        let c = self
+            .scalars
+            .entry(Box::from(key))
+            .or_insert_with(|| AtomicU64::new(init));
+        f(&c)
     }
 
     fn live(&self, slot: Option<Slot>, ms: u64) -> Option<Record> {
@@ -170,7 +108,6 @@ impl Window {
     fn new(bucket_ms: u64) -> Self {
         Window {
             bucket_ms,
-            dirty: false,
             slots: vec![Bucket::default(); BUCKETS as usize],
         }
     }
@@ -213,7 +150,6 @@ impl StateStore for MemoryStore {
     fn incr(&self, key: &str, window: Duration, now: Instant, deltas: &[(usize, i64)]) -> i64 {
         let ms = self.millis(now);
         self.with_window(key, window, |w| {
-            w.dirty |= deltas.iter().any(|&(_, n)| n != 0);
             let b = w.slot(ms);
             for &(field, n) in deltas {
                 if field >= b.vals.len() {
@@ -228,29 +164,27 @@ impl StateStore for MemoryStore {
     fn sum(&self, key: &str, window: Duration, now: Instant, out: &mut [i64]) {
         let ms = self.millis(now);
         out.iter_mut().for_each(|v| *v = 0);
+        let Some(w) = self.windows.get(key) else {
+            return;
+        };
         let bucket_ms = (window.as_millis() as u64 / BUCKETS).max(1);
-        self.existing_window(key, |w| {
-            if w.bucket_ms != bucket_ms {
-                return;
-            }
-            for (field, v) in out.iter_mut().enumerate() {
-                *v = w.total(ms, field);
-            }
-        });
+        let w = lock(&w);
+        if w.bucket_ms != bucket_ms {
+            return;
+        }
+        for (field, v) in out.iter_mut().enumerate() {
+            *v = w.total(ms, field);
+        }
     }
 
     fn clear(&self, key: &str) {
-        // Zeroed in place: this runs on every successful attempt (the
-        // breaker's consecutive-failure run), so it must not allocate, and
-        // it skips a window with nothing in it.
-        self.existing_window(key, |w| {
-            if w.dirty {
-                w.dirty = false;
-                for b in &mut w.slots {
-                    b.vals.iter_mut().for_each(|v| *v = 0);
-                }
+        if let Some(w) = self.windows.get(key) {
+            // Zeroed in place: this runs on every successful attempt (the
+            // breaker's consecutive-failure run), so it must not allocate.
+            for b in &mut lock(&w).slots {
+                b.vals.iter_mut().for_each(|v| *v = 0);
             }
-        });
+        }
     }
 
     fn get(&self, key: &str, now: Instant) -> Option<Record> {
@@ -323,15 +257,7 @@ impl StateStore for MemoryStore {
     }
 
     fn scalar(&self, key: &str) -> Option<f64> {
-        let bits = self.near(|near| match near.scalars.get(key) {
-            Some(c) => Some(c.load(Ordering::Acquire)),
-            None => {
-                let c = self.scalars.get(key)?.clone();
-                near.scalars.insert(Box::from(key), c.clone());
-                Some(c.load(Ordering::Acquire))
-            }
-        })?;
-        let v = f64::from_bits(bits);
+        let v = f64::from_bits(self.scalars.get(key)?.load(Ordering::Acquire));
         (!v.is_nan()).then_some(v)
     }
 
