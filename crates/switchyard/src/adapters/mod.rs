@@ -24,10 +24,10 @@ pub mod translate;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::upstream::client::UpstreamBody;
 use bytes::Bytes;
 use http::HeaderValue;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use switchyard_protocol::ir::{ChatRequest, Usage};
 use switchyard_protocol::openai::RequestView;
 use switchyard_protocol::passthrough::Fields;
@@ -208,7 +208,7 @@ pub async fn chat(
 
 /// Read a whole body, at most `limit` bytes, before `deadline`.
 pub async fn read_body(
-    body: Incoming,
+    body: UpstreamBody,
     limit: usize,
     deadline: Instant,
 ) -> Result<Bytes, GatewayError> {

@@ -6,13 +6,13 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::state::live::DeploymentRt;
+use crate::upstream::client::{SendError, UpstreamBody};
 
 /// Largest upstream JSON answer we read.
 pub const MAX_ANSWER: usize = 64 * 1024 * 1024;
@@ -27,11 +27,10 @@ pub async fn send(
     call: &CallInfo,
     first_byte_by: Instant,
     total_by: Instant,
-) -> Result<Response<Incoming>, GatewayError> {
+) -> Result<Response<UpstreamBody>, GatewayError> {
     let provider = &dep.provider;
     let req = build(dep, key, stream, Bytes::from(body), call)?;
-    let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req)
-        .map_err(|m| GatewayError::new(ErrorCode::UpstreamError, Source::Gateway, m))?;
+    let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req);
     let resp = match tokio::time::timeout_at(first_byte_by, fut).await {
         Err(_) => return Err(silent("no response headers before the first-byte timeout")),
         Ok(Err(e)) => return Err(connect_error(&e)),
@@ -106,8 +105,11 @@ fn build(
     })
 }
 
-fn connect_error(e: &hyper_util::client::legacy::Error) -> GatewayError {
+fn connect_error(e: &SendError) -> GatewayError {
     use std::error::Error as _;
+    if let SendError::Setup(_) | SendError::Url = e {
+        return GatewayError::new(ErrorCode::UpstreamError, Source::Gateway, e.to_string());
+    }
     let mut detail = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {

@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
+use crate::upstream::client::UpstreamBody;
 use bytes::{Bytes, BytesMut};
 use http::Response;
-use hyper::body::Incoming;
 use switchyard_protocol::anthropic as an;
 use switchyard_protocol::ir::{FinishReason, StreamEvent, Usage};
 use switchyard_protocol::openai::peek_chunk;
@@ -90,7 +90,7 @@ pub struct UpstreamStream {
 
 impl UpstreamStream {
     pub async fn open(
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         mode: Mode,
         client: Dialect,
         first_byte_by: Instant,

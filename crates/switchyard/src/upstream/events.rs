@@ -2,8 +2,8 @@
 //! buffering the stream: each network chunk goes into the decoder and out
 //! come whole events.
 
+use crate::upstream::client::UpstreamBody;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use switchyard_protocol::sse::{SseDecoder, SseEvent};
 
 #[derive(Debug)]
@@ -15,13 +15,13 @@ pub enum EventsError {
 }
 
 pub struct UpstreamEvents {
-    body: Incoming,
+    body: UpstreamBody,
     decoder: SseDecoder,
     eof: bool,
 }
 
 impl UpstreamEvents {
-    pub fn new(body: Incoming) -> Self {
+    pub fn new(body: UpstreamBody) -> Self {
         UpstreamEvents {
             body,
             decoder: SseDecoder::new(),

@@ -4,5 +4,3 @@
 pub mod client;
 pub mod events;
 pub mod keys;
-
-pub use client::HttpClient;
