@@ -15,8 +15,8 @@ mod wire;
 pub use request::{parse_request, FieldError, RequestView, UpstreamEdits};
 pub use request_encode::encode_request;
 pub use response::{
-    encode_chunk, encode_response, peek_chunk, peek_response, peek_usage, ChunkEnvelope, ChunkPeek,
-    ResponsePeek, StreamTranslator, UsagePeek,
+    encode_chunk, encode_response, peek_chunk, peek_pass_chunk, peek_response, peek_usage,
+    ChunkEnvelope, ChunkPeek, PassChunk, PeekError, ResponsePeek, StreamTranslator, UsagePeek,
 };
 pub use wire::*;
 

@@ -88,6 +88,39 @@ pub struct ChunkPeek<'a> {
     pub error: Option<&'a RawValue>,
 }
 
+/// One chunk of an OpenAI stream forwarded to an OpenAI client: only what
+/// accounting and resume need (text, whether a tool call is under way, the
+/// finish, usage, an in-band error). The envelope (`id`, `model`, `created`)
+/// is read from the first chunk only, with [`ChunkPeek`]; every other key is
+/// skipped without being built.
+#[derive(Debug, Deserialize)]
+pub struct PassChunk<'a> {
+    #[serde(default, borrow)]
+    pub choices: Vec<PassChoice<'a>>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    /// An in-band error (`data: {"error": …}`).
+    #[serde(default, borrow)]
+    pub error: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PassChoice<'a> {
+    #[serde(default, borrow)]
+    pub delta: Option<PassDelta<'a>>,
+    #[serde(default, borrow)]
+    pub finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PassDelta<'a> {
+    #[serde(default, borrow)]
+    pub content: Option<Cow<'a, str>>,
+    /// Only whether there are any.
+    #[serde(default)]
+    pub tool_calls: Option<serde::de::IgnoredAny>,
+}
+
 /// Just what a forwarded answer is accounted by: the upstream's model and
 /// the usage.
 #[derive(Debug, Default)]
@@ -134,7 +167,10 @@ fn key_value<'a, T: Deserialize<'a>>(
     for at in hits {
         let rest = body[at..].get(7..)?.trim_ascii_start();
         if let Some(value) = rest.strip_prefix(b":") {
-            let mut de = serde_json::Deserializer::from_slice(value);
+            // Checked once as text: read from bytes, serde_json would check
+            // every key and string on its own.
+            let text = std::str::from_utf8(value).ok()?;
+            let mut de = serde_json::Deserializer::from_str(text);
             return T::deserialize(&mut de).ok();
         }
     }
@@ -145,8 +181,37 @@ pub fn peek_response(body: &[u8]) -> Result<ResponsePeek<'_>, serde_json::Error>
     serde_json::from_slice(body)
 }
 
-pub fn peek_chunk(data: &[u8]) -> Result<ChunkPeek<'_>, serde_json::Error> {
-    serde_json::from_slice(data)
+pub fn peek_chunk(data: &[u8]) -> Result<ChunkPeek<'_>, PeekError> {
+    from_utf8_json(data)
+}
+
+/// The lean read of a chunk on the OpenAI→OpenAI stream pass.
+pub fn peek_pass_chunk(data: &[u8]) -> Result<PassChunk<'_>, PeekError> {
+    from_utf8_json(data)
+}
+
+/// Why a chunk could not be read.
+#[derive(Debug)]
+pub enum PeekError {
+    NotUtf8,
+    Json(serde_json::Error),
+}
+
+impl std::fmt::Display for PeekError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeekError::NotUtf8 => f.write_str("not UTF-8"),
+            PeekError::Json(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Validate UTF-8 once for the whole text, then parse it as `str`: serde_json
+/// re-validates every string it reads from a byte slice, which cost more
+/// than the rest of a stream chunk's parse.
+fn from_utf8_json<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Result<T, PeekError> {
+    let text = std::str::from_utf8(data).map_err(|_| PeekError::NotUtf8)?;
+    serde_json::from_str(text).map_err(PeekError::Json)
 }
 
 impl ResponsePeek<'_> {

@@ -297,3 +297,62 @@ fn usage_peek_is_not_fooled_by_text_and_refuses_cut_answers() {
     assert!(peek_usage(b"<html>502 Bad Gateway</html>").is_err());
     assert!(peek_usage(b"").is_err());
 }
+
+/// The stream pass reads each chunk with the lean `PassChunk`; on every
+/// OpenAI-compatible stream fixture it must see what the full peek sees.
+#[test]
+fn pass_chunk_agrees_with_the_full_peek_on_every_stream_fixture() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers/");
+    let mut checked = 0;
+    for dir in ["openai", "deepseek", "qwen", "azure"] {
+        for entry in std::fs::read_dir(format!("{root}{dir}")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "sse") {
+                continue;
+            }
+            let mut dec = crate::sse::SseDecoder::new();
+            dec.push(&std::fs::read(&path).unwrap());
+            while let Some(ev) = dec.next_event().unwrap() {
+                let Some(data) = ev.data.as_ref().filter(|_| !ev.is_done_sentinel()) else {
+                    continue;
+                };
+                let (full, lean) = match (peek_chunk(data), peek_pass_chunk(data)) {
+                    (Ok(f), Ok(l)) => (f, l),
+                    (Err(_), Err(_)) => continue,
+                    (f, l) => panic!("{path:?}: full {:?} vs lean {:?}", f.is_ok(), l.is_ok()),
+                };
+                let what = format!("{path:?} {}", String::from_utf8_lossy(data));
+                assert_eq!(full.error.is_some(), lean.error.is_some(), "{what}");
+                assert_eq!(full.choices.len(), lean.choices.len(), "{what}");
+                for (f, l) in full.choices.iter().zip(&lean.choices) {
+                    let (fd, ld) = (f.delta.as_ref(), l.delta.as_ref());
+                    assert_eq!(
+                        fd.and_then(|d| d.content.as_deref()),
+                        ld.and_then(|d| d.content.as_deref()),
+                        "{what}"
+                    );
+                    assert_eq!(
+                        fd.is_some_and(|d| d.tool_calls.is_some()),
+                        ld.is_some_and(|d| d.tool_calls.is_some()),
+                        "{what}"
+                    );
+                    assert_eq!(f.finish_reason, l.finish_reason, "{what}");
+                }
+                assert_eq!(
+                    full.usage.as_ref().map(|u| u.to_ir()),
+                    lean.usage.as_ref().map(|u| u.to_ir()),
+                    "{what}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} chunks checked");
+}
+
+#[test]
+fn a_chunk_that_is_not_utf8_is_refused() {
+    let data = b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}";
+    assert!(matches!(peek_pass_chunk(data), Err(PeekError::NotUtf8)));
+    assert!(peek_chunk(data).is_err());
+}

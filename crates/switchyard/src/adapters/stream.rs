@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use http::Response;
 use switchyard_protocol::anthropic as an;
 use switchyard_protocol::ir::{FinishReason, StreamEvent, Usage};
-use switchyard_protocol::openai::peek_chunk;
+use switchyard_protocol::openai::{peek_chunk, peek_pass_chunk};
 use switchyard_protocol::sse::{data_frame, named_frame, SseEvent};
 use tokio::time::Instant;
 
@@ -48,6 +48,8 @@ pub struct Seen {
     /// Answer text forwarded so far (what a resume would prefill).
     pub text: String,
     pub in_tool_call: bool,
+    /// OpenAI pass: the envelope has been read (from the first chunk).
+    pub enveloped: bool,
     /// Anthropic clients: where the forwarded frames left the client's
     /// stream (open block, next index), so a continuation writes into it.
     pub blocks: an::BlockCursor,
@@ -233,16 +235,20 @@ fn openai_pass(ev: &SseEvent, include_usage: bool, seen: &mut Seen) -> Step {
     if ev.is_done_sentinel() {
         return Step::Done;
     }
-    let Ok(chunk) = peek_chunk(data) else {
+    if !seen.enveloped {
+        // The first chunk carries the envelope a continuation reuses.
+        if let Ok(first) = peek_chunk(data) {
+            seen.enveloped = first.error.is_none();
+            seen.model = first.model.as_deref().map(str::to_owned);
+            seen.id = first.id.as_deref().map(str::to_owned);
+            seen.created = first.created;
+        }
+    }
+    let Ok(chunk) = peek_pass_chunk(data) else {
         return Step::Skip { unparsable: true };
     };
     if let Some(err) = chunk.error {
         return Step::Error(translate::openai_in_band(err.get()));
-    }
-    if seen.model.is_none() {
-        seen.model = chunk.model.as_deref().map(str::to_owned);
-        seen.id = chunk.id.as_deref().map(str::to_owned);
-        seen.created = chunk.created;
     }
     for c in &chunk.choices {
         if let Some(d) = &c.delta {
