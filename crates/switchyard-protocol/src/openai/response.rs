@@ -159,22 +159,26 @@ pub fn peek_usage(body: &[u8]) -> Result<UsagePeek<'_>, NotAnObject> {
     Ok(UsagePeek { model, usage })
 }
 
+/// The text after `"key":` when the hit at `at` is a key.
+fn value_after_key(body: &[u8], at: usize) -> Option<&[u8]> {
+    body[at..].get(7..)?.trim_ascii_start().strip_prefix(b":")
+}
+
 /// The value after the first of `hits` that is a key, if it reads as `T`.
 fn key_value<'a, T: Deserialize<'a>>(
     body: &'a [u8],
-    hits: impl Iterator<Item = usize>,
+    mut hits: impl Iterator<Item = usize>,
 ) -> Option<T> {
-    for at in hits {
-        let rest = body[at..].get(7..)?.trim_ascii_start();
-        if let Some(value) = rest.strip_prefix(b":") {
-            // Checked once as text: read from bytes, serde_json would check
-            // every key and string on its own.
-            let text = std::str::from_utf8(value).ok()?;
-            let mut de = serde_json::Deserializer::from_str(text);
-            return T::deserialize(&mut de).ok();
-        }
-    }
-    None
+    read_value(hits.find_map(|at| value_after_key(body, at))?)
+}
+
+/// The JSON value at the start of `value` (what follows it is ignored).
+fn read_value<'a, T: Deserialize<'a>>(value: &'a [u8]) -> Option<T> {
+    // Checked once as text: read from bytes, serde_json would check every
+    // key and string on its own.
+    let text = std::str::from_utf8(value).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    T::deserialize(&mut de).ok()
 }
 
 pub fn peek_response(body: &[u8]) -> Result<ResponsePeek<'_>, serde_json::Error> {

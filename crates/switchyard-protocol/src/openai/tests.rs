@@ -356,3 +356,33 @@ fn a_chunk_that_is_not_utf8_is_refused() {
     assert!(matches!(peek_pass_chunk(data), Err(PeekError::NotUtf8)));
     assert!(peek_chunk(data).is_err());
 }
+
+/// However the usage object is shaped, the peek's answer is serde's.
+#[test]
+fn usage_peek_agrees_with_serde_on_unusual_usage_objects() {
+    for usage in [
+        r#"{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}"#,
+        r#"{ "prompt_tokens" : 10 , "completion_tokens":0,
+            "prompt_tokens_details": {"cached_tokens": 8, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 2} }"#,
+        r#"{"prompt_tokens":5,"prompt_cache_hit_tokens":4,"prompt_cache_miss_tokens":1}"#,
+        r#"{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":null}}"#,
+        r#"{"prompt_tokens":5,"prompt_tokens_details":{}}"#,
+        r#"{"prompt_tokens":5,"note":"a \"string\" value","completion_tokens":1}"#,
+        r#"{"prompt_tokens":5.5,"completion_tokens":1}"#,
+        r#"{"prompt_tokens":-1}"#,
+        r#"{"prompt_tokens":null,"completion_tokens":1}"#,
+        r#"{"prompt_tokens":[1],"completion_tokens":1}"#,
+        r#"{"prompt_tokens":012}"#,
+        r#"{"prompt_tokens":18446744073709551616}"#,
+        r#"{"completion_tokens":2,"extra":{"nested":{"deep":1}}}"#,
+        "{}",
+    ] {
+        let body = format!(r#"{{"model":"m","choices":[],"usage":{usage}}}"#);
+        let quick = peek_usage(body.as_bytes()).map(|p| p.usage.map(|u| u.to_ir()));
+        let full = serde_json::from_str::<WireUsage>(usage)
+            .ok()
+            .map(|u| u.to_ir());
+        assert_eq!(quick.unwrap(), full, "{usage}");
+    }
+}
