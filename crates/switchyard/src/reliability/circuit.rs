@@ -211,7 +211,7 @@ impl Breaker {
         }
         let slow = cfg.latency_p95.is_some_and(|t| outcome.latency > t);
         let fail = !outcome.ok;
-        self.store.incr(
+        self.store.add(
             &self.win_key,
             cfg.window,
             now,

@@ -98,7 +98,7 @@ impl Health {
                 .map_or(ms, |e| ms.min(3.0 * e));
             self.store.ewma(&self.lat_key, damped, LATENCY_ALPHA, ms);
         }
-        self.store.incr(&self.win_key, HEALTH_WINDOW, now, &deltas);
+        self.store.add(&self.win_key, HEALTH_WINDOW, now, &deltas);
         self.store
             .ewma(&self.score_key, f64::from(u8::from(ok)), SCORE_ALPHA, 1.0);
     }

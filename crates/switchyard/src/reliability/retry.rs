@@ -81,7 +81,7 @@ impl RetryBudget {
     /// Once per request sent to the deployment.
     pub fn deposit(&self) {
         self.store
-            .incr(&self.key, BUDGET_WINDOW, Instant::now(), &[(DEPOSITS, 1)]);
+            .add(&self.key, BUDGET_WINDOW, Instant::now(), &[(DEPOSITS, 1)]);
     }
 
     pub fn try_withdraw(&self, first_retry_of_request: bool) -> bool {
@@ -100,7 +100,7 @@ impl RetryBudget {
             return true;
         }
         self.store
-            .incr(&self.key, BUDGET_WINDOW, now, &[(WITHDRAWALS, -1)]);
+            .add(&self.key, BUDGET_WINDOW, now, &[(WITHDRAWALS, -1)]);
         false
     }
 }

@@ -31,6 +31,8 @@ struct Window {
     bucket_ms: u64,
     /// Ring of `BUCKETS` buckets; `idx` says which time bucket a slot holds.
     slots: Vec<Bucket>,
+    /// Something was added since the last clear.
+    dirty: bool,
 }
 
 #[derive(Clone, Default)]
@@ -109,6 +111,7 @@ impl Window {
         Window {
             bucket_ms,
             slots: vec![Bucket::default(); BUCKETS as usize],
+            dirty: false,
         }
     }
 
@@ -118,6 +121,17 @@ impl Window {
             *self = Window::new(bucket_ms);
         }
         self
+    }
+
+    fn add(&mut self, ms: u64, deltas: &[(usize, i64)]) {
+        self.dirty = true;
+        let b = self.slot(ms);
+        for &(field, n) in deltas {
+            if field >= b.vals.len() {
+                b.vals.resize(field + 1, 0);
+            }
+            b.vals[field] += n;
+        }
     }
 
     fn slot(&mut self, ms: u64) -> &mut Bucket {
@@ -150,15 +164,14 @@ impl StateStore for MemoryStore {
     fn incr(&self, key: &str, window: Duration, now: Instant, deltas: &[(usize, i64)]) -> i64 {
         let ms = self.millis(now);
         self.with_window(key, window, |w| {
-            let b = w.slot(ms);
-            for &(field, n) in deltas {
-                if field >= b.vals.len() {
-                    b.vals.resize(field + 1, 0);
-                }
-                b.vals[field] += n;
-            }
+            w.add(ms, deltas);
             deltas.first().map_or(0, |&(f, _)| w.total(ms, f))
         })
+    }
+
+    fn add(&self, key: &str, window: Duration, now: Instant, deltas: &[(usize, i64)]) {
+        let ms = self.millis(now);
+        self.with_window(key, window, |w| w.add(ms, deltas));
     }
 
     fn sum(&self, key: &str, window: Duration, now: Instant, out: &mut [i64]) {
@@ -180,9 +193,14 @@ impl StateStore for MemoryStore {
     fn clear(&self, key: &str) {
         if let Some(w) = self.windows.get(key) {
             // Zeroed in place: this runs on every successful attempt (the
-            // breaker's consecutive-failure run), so it must not allocate.
-            for b in &mut lock(&w).slots {
-                b.vals.iter_mut().for_each(|v| *v = 0);
+            // breaker's consecutive-failure run), so it must not allocate,
+            // and mostly finds the window clear already.
+            let mut w = lock(&w);
+            if w.dirty {
+                w.dirty = false;
+                for b in &mut w.slots {
+                    b.vals.iter_mut().for_each(|v| *v = 0);
+                }
             }
         }
     }
@@ -291,6 +309,14 @@ mod tests {
         s.clear("k");
         s.sum("k", MIN, Instant::now(), &mut out);
         assert_eq!(out, [0, 0]);
+        // `add` counts like `incr`; a clear of a clear window is a no-op,
+        // and counting starts again after it.
+        s.add("k", MIN, Instant::now(), &[(1, 3)]);
+        s.clear("k");
+        s.clear("k");
+        s.add("k", MIN, Instant::now(), &[(0, 2), (1, 1)]);
+        s.sum("k", MIN, Instant::now(), &mut out);
+        assert_eq!(out, [2, 1]);
     }
 
     #[tokio::test(start_paused = true)]

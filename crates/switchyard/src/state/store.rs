@@ -48,6 +48,12 @@ pub trait StateStore: Send + Sync {
     /// `window`; returns the window's total of the first field afterwards
     /// (so a limiter adds, then compares, then undoes: no check-then-act race).
     fn incr(&self, key: &str, window: Duration, now: Instant, deltas: &[(usize, i64)]) -> i64;
+    /// [`StateStore::incr`] for a caller that does not read the total back
+    /// (health and circuit counts, on every attempt): a store may skip
+    /// summing the window.
+    fn add(&self, key: &str, window: Duration, now: Instant, deltas: &[(usize, i64)]) {
+        self.incr(key, window, now, deltas);
+    }
     /// The window's total of fields `0..out.len()` into `out`.
     fn sum(&self, key: &str, window: Duration, now: Instant, out: &mut [i64]);
     fn clear(&self, key: &str);
