@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use memchr::memmem::{Finder, FinderRev};
+use memchr::memmem::Finder;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -153,9 +153,15 @@ pub fn peek_usage(body: &[u8]) -> Result<UsagePeek<'_>, NotAnObject> {
     }
     // Built once: a finder's set-up costs more than a short search.
     static MODEL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"model\""));
-    static USAGE: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(b"\"usage\""));
+    static USAGE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
     let model = key_value(body, MODEL.find_iter(body));
-    let usage = key_value(body, USAGE.rfind_iter(body));
+    // The last `"usage"` key, found forward: memchr's reverse search has no
+    // SIMD path, and it cost more than reading the usage itself.
+    let last = USAGE
+        .find_iter(body)
+        .filter(|&at| value_after_key(body, at).is_some())
+        .last();
+    let usage = key_value(body, last.into_iter());
     Ok(UsagePeek { model, usage })
 }
 

@@ -92,7 +92,7 @@ impl Reservation {
         let delta = actual as i64 - self.estimate as i64;
         if delta != 0 {
             self.store
-                .incr(&self.key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
+                .add(&self.key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
         }
     }
 
@@ -100,8 +100,8 @@ impl Reservation {
     pub fn cancel(self) {
         let now = Instant::now();
         let est = self.estimate as i64;
-        self.store.incr(&self.key, RATE_WINDOW, now, &[(0, -est)]);
-        self.store.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
+        self.store.add(&self.key, RATE_WINDOW, now, &[(0, -est)]);
+        self.store.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
     }
 }
 
@@ -139,18 +139,27 @@ impl RateCounter {
         let s = &self.store;
         // Counted with or without a limit: `/admin/state` reports usage.
         // Add first, then compare: two racing requests cannot both slip in.
-        let requests = s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, 1)]);
-        if rpm.is_some_and(|rpm| requests > i64::from(rpm)) {
-            s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
-            return Err(self.reject("rpm", window_retry()));
-        }
+        // Without a limit nothing reads the total back: no window sum.
         let est = estimate as i64;
-        let tokens = s.incr(&self.tpm_key, RATE_WINDOW, now, &[(0, est)]);
-        // One request larger than the whole budget may still run alone.
-        if tpm.is_some_and(|tpm| tokens > tpm as i64 && tokens > est) {
-            s.incr(&self.tpm_key, RATE_WINDOW, now, &[(0, -est)]);
-            s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
-            return Err(self.reject("tpm", window_retry()));
+        if let Some(rpm) = rpm {
+            let requests = s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, 1)]);
+            if requests > i64::from(rpm) {
+                s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
+                return Err(self.reject("rpm", window_retry()));
+            }
+        } else {
+            s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, 1)]);
+        }
+        if let Some(tpm) = tpm {
+            let tokens = s.incr(&self.tpm_key, RATE_WINDOW, now, &[(0, est)]);
+            // One request larger than the whole budget may still run alone.
+            if tokens > tpm as i64 && tokens > est {
+                s.add(&self.tpm_key, RATE_WINDOW, now, &[(0, -est)]);
+                s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
+                return Err(self.reject("tpm", window_retry()));
+            }
+        } else {
+            s.add(&self.tpm_key, RATE_WINDOW, now, &[(0, est)]);
         }
         Ok(Reservation {
             store: s.clone(),
@@ -344,15 +353,17 @@ pub fn exhausted_for(h: &HeaderMap, wall_now: impl Fn() -> SystemTime) -> Option
     let text = |name: &HeaderName| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     let mut wait: Option<Duration> = None;
     let mut longer = |d: Duration| wait = Some(wait.map_or(d, |w| w.max(d)));
-    for (remaining, reset) in &OPENAI_QUOTA {
-        if text(remaining) == Some("0") {
+    // One pass over the answer's headers, names compared only for a value
+    // of "0": cheaper than looking each quota name up on every answer.
+    for (name, value) in h {
+        if value.as_bytes().trim_ascii() != b"0" {
+            continue;
+        }
+        if let Some((_, reset)) = OPENAI_QUOTA.iter().find(|(r, _)| r == name) {
             if let Some(d) = text(reset).and_then(go_duration) {
                 longer(d);
             }
-        }
-    }
-    for (remaining, reset) in &ANTHROPIC_QUOTA {
-        if text(remaining) == Some("0") {
+        } else if let Some((_, reset)) = ANTHROPIC_QUOTA.iter().find(|(r, _)| r == name) {
             if let Some(at) = text(reset).and_then(parse_rfc3339) {
                 longer(at.duration_since(wall_now()).unwrap_or_default());
             }
