@@ -165,43 +165,50 @@ fn parse_stop(raw: &RawValue) -> Result<Vec<String>, FieldError> {
 }
 
 fn parse_messages(raw: &RawValue) -> Result<Vec<WireMessage<'_>>, FieldError> {
-    let items: Vec<&RawValue> = field(raw, "messages")
-        .map_err(|_| FieldError::new("messages", "must be an array of message objects"))?;
-    if items.is_empty() {
+    // Valid input, the common case, in one pass; only a failure pays for
+    // the per-message pass that names the broken message.
+    let Ok(out) = serde_json::from_str::<Vec<WireMessage>>(raw.get()) else {
+        return Err(locate_bad_message(raw));
+    };
+    if out.is_empty() {
         return Err(FieldError::new(
             "messages",
             "must contain at least one message",
         ));
     }
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        let param = format!("messages[{i}]");
-        let m: WireMessage = serde_json::from_str(item.get())
-            .map_err(|e| FieldError::new(&param, strip_position(&e)))?;
-        check_message(&m, &param)?;
-        check_parts(&m, &param)?;
-        out.push(m);
+    for (i, m) in out.iter().enumerate() {
+        check_message(m).map_err(|why| FieldError::new(format!("messages[{i}]"), why))?;
+        check_parts(m)
+            .map_err(|(j, why)| FieldError::new(format!("messages[{i}].content[{j}]"), why))?;
     }
     Ok(out)
 }
 
-fn check_message(m: &WireMessage, param: &str) -> Result<(), FieldError> {
+/// The error of a `messages` value that did not parse, naming the message.
+fn locate_bad_message(raw: &RawValue) -> FieldError {
+    let items: Vec<&RawValue> = match field(raw, "messages") {
+        Ok(items) => items,
+        Err(_) => return FieldError::new("messages", "must be an array of message objects"),
+    };
+    for (i, item) in items.into_iter().enumerate() {
+        if let Err(e) = serde_json::from_str::<WireMessage>(item.get()) {
+            return FieldError::new(format!("messages[{i}]"), strip_position(&e));
+        }
+    }
+    FieldError::new("messages", "must be an array of message objects")
+}
+
+fn check_message(m: &WireMessage) -> Result<(), &'static str> {
     match m.role {
-        WireRole::Tool if m.tool_call_id.is_none() => Err(FieldError::new(
-            param,
-            "a `tool` message needs `tool_call_id`",
-        )),
+        WireRole::Tool if m.tool_call_id.is_none() => Err("a `tool` message needs `tool_call_id`"),
         WireRole::Assistant => {
             if m.content.is_none() && m.tool_calls.is_none() && m.refusal.is_none() {
-                return Err(FieldError::new(
-                    param,
-                    "an assistant message needs `content` or `tool_calls`",
-                ));
+                return Err("an assistant message needs `content` or `tool_calls`");
             }
             Ok(())
         }
         WireRole::User | WireRole::System | WireRole::Developer if m.content.is_none() => {
-            Err(FieldError::new(param, "`content` is required"))
+            Err("`content` is required")
         }
         _ => Ok(()),
     }
@@ -243,7 +250,7 @@ fn check_response_format(t: &ChatCompletionRequest) -> Result<(), FieldError> {
     }
 }
 
-fn check_parts(m: &WireMessage, param: &str) -> Result<(), FieldError> {
+fn check_parts(m: &WireMessage) -> Result<(), (usize, &'static str)> {
     let Some(WireContent::Parts(parts)) = &m.content else {
         return Ok(());
     };
@@ -254,10 +261,7 @@ fn check_parts(m: &WireMessage, param: &str) -> Result<(), FieldError> {
             _ => false,
         };
         if bad {
-            return Err(FieldError::new(
-                format!("{param}.content[{j}]"),
-                "content part is missing its payload",
-            ));
+            return Err((j, "content part is missing its payload"));
         }
     }
     Ok(())
