@@ -124,22 +124,32 @@ pub fn check() -> Result<(), String> {
 
 /// The response body of a pooled request: hands its HTTP/1 connection back
 /// to the thread's pool once the body has been read to its end. A body
-/// dropped early takes its connection down with it (its state is unknown).
+/// dropped before its end (an SSE stream stops reading at `[DONE]`, before
+/// the chunked terminator) is read out first, briefly and within a few KiB,
+/// so its connection can still be reused; past that the connection closes.
 pub struct UpstreamBody {
-    inner: Incoming,
+    /// `None` once handed to the drain on drop.
+    inner: Option<Incoming>,
     back: Option<(http1::SendRequest<ReqBody>, Key)>,
 }
+
+/// What a dropped body may still read to save its connection.
+const DRAIN_BYTES: usize = 64 * 1024;
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 impl UpstreamBody {
     fn pooled(inner: Incoming, tx: http1::SendRequest<ReqBody>, key: Key) -> Self {
         UpstreamBody {
-            inner,
+            inner: Some(inner),
             back: Some((tx, key)),
         }
     }
 
     fn unpooled(inner: Incoming) -> Self {
-        UpstreamBody { inner, back: None }
+        UpstreamBody {
+            inner: Some(inner),
+            back: None,
+        }
     }
 
     fn release(&mut self) {
@@ -147,6 +157,38 @@ impl UpstreamBody {
             put_back(&key, tx);
         }
     }
+}
+
+impl Drop for UpstreamBody {
+    fn drop(&mut self) {
+        let Some((tx, key)) = self.back.take() else {
+            return;
+        };
+        let (Ok(rt), Some(body)) = (tokio::runtime::Handle::try_current(), self.inner.take())
+        else {
+            return;
+        };
+        let mut drain = Box::pin(tokio::time::timeout(DRAIN_WAIT, drain(body, tx, key)));
+        // Usually the terminator has already arrived: done at once, no task.
+        if futures_util::FutureExt::now_or_never(drain.as_mut()).is_none() {
+            rt.spawn(drain);
+        }
+    }
+}
+
+/// Read the rest of a body, then pool its connection.
+async fn drain(mut body: Incoming, tx: http1::SendRequest<ReqBody>, key: Key) {
+    use http_body_util::BodyExt;
+    let mut budget = DRAIN_BYTES;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { return };
+        let n = frame.data_ref().map_or(0, Bytes::len);
+        if n > budget {
+            return;
+        }
+        budget -= n;
+    }
+    put_back(&key, tx);
 }
 
 impl Body for UpstreamBody {
@@ -158,9 +200,12 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
-        let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let frame = std::task::ready!(Pin::new(&mut *inner).poll_frame(cx));
         match &frame {
-            Some(Ok(_)) if this.inner.is_end_stream() => this.release(),
+            Some(Ok(_)) if inner.is_end_stream() => this.release(),
             Some(Ok(_)) => {}
             None => this.release(),
             Some(Err(_)) => this.back = None,
@@ -169,11 +214,13 @@ impl Body for UpstreamBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }
 
@@ -448,6 +495,13 @@ mod tests {
         CloseHeader,
         /// Answers keep-alive, then closes the socket (an idle timeout).
         DropAfter,
+        /// A chunked answer whose terminator comes 30 ms after its data (or
+        /// with it), like an event stream's end after `[DONE]`.
+        Chunked {
+            late_end: bool,
+        },
+        /// A keep-alive answer larger than a dropped body may read out.
+        Big,
     }
 
     struct Origin {
@@ -500,6 +554,32 @@ mod tests {
             }
             buf.drain(..end + len);
             heads.lock().unwrap().push(head);
+            if let Mode::Chunked { late_end } = mode {
+                let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n";
+                let end = "0\r\n\r\n";
+                let sent = if late_end {
+                    let first = sock.write_all(head.as_bytes()).await;
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    first.and(sock.write_all(end.as_bytes()).await)
+                } else {
+                    sock.write_all(format!("{head}{end}").as_bytes()).await
+                };
+                if sent.is_err() {
+                    return;
+                }
+                continue;
+            }
+            if let Mode::Big = mode {
+                let body = "x".repeat(DRAIN_BYTES * 2);
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if sock.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             let close = matches!(mode, Mode::CloseHeader);
             let answer = format!(
                 "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n{}\r\nok",
@@ -580,12 +660,40 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_dropped_unread_does_not_go_back_to_the_pool() {
+    async fn a_body_dropped_unread_is_read_out_and_its_connection_reused() {
         let o = origin(Mode::KeepAlive).await;
         drop(call(&o.url).await.unwrap());
         let resp = call(&o.url).await.unwrap();
         assert_eq!(read(resp).await, "ok");
+        assert_eq!(o.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_large_body_dropped_unread_closes_its_connection() {
+        let o = origin(Mode::Big).await;
+        drop(call(&o.url).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let resp = call(&o.url).await.unwrap();
+        assert_eq!(read(resp).await.len(), DRAIN_BYTES * 2);
         assert_eq!(o.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// An event stream stops reading at `[DONE]`, before the chunked
+    /// terminator: the dropped body is read out and its connection reused.
+    #[tokio::test]
+    async fn a_body_dropped_before_its_terminator_keeps_its_connection() {
+        for late_end in [false, true] {
+            let o = origin(Mode::Chunked { late_end }).await;
+            for _ in 0..3 {
+                let mut body = call(&o.url).await.unwrap().into_body();
+                let first = body.frame().await.unwrap().unwrap();
+                assert_eq!(first.into_data().unwrap(), "ok");
+                drop(body);
+                // A late terminator is waited for off the request's path.
+                tokio::time::sleep(Duration::from_millis(60)).await;
+            }
+            assert_eq!(o.accepted.load(Ordering::SeqCst), 1, "late_end {late_end}");
+        }
     }
 
     #[tokio::test]
