@@ -128,7 +128,7 @@ pub fn reply(
     h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     set(h, &names::X_REQUEST_ID, s.request_id);
     set(h, &names::DEPLOYMENT, s.deployment);
-    h.insert(names::ATTEMPTS.clone(), HeaderValue::from(s.attempts));
+    h.insert(names::ATTEMPTS.clone(), attempts_value(s.attempts));
     h.insert(names::CACHE.clone(), HeaderValue::from_static(s.cache));
     if let Some(c) = s.cost_usd {
         set(h, &names::COST_USD, &format!("{c:.8}"));
@@ -148,6 +148,15 @@ pub fn json(body: Bytes, s: &ServedHeaders<'_>) -> Response {
     )
 }
 
+/// A count as a header value; the usual small ones without an allocation.
+fn attempts_value(n: usize) -> HeaderValue {
+    const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    match SMALL.get(n) {
+        Some(s) => HeaderValue::from_static(s),
+        None => HeaderValue::from(n),
+    }
+}
+
 fn set(h: &mut http::HeaderMap, name: &HeaderName, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
         h.insert(name.clone(), v);
@@ -163,4 +172,16 @@ pub async fn not_found(uri: http::Uri) -> Response {
     let mut resp = openai_error(&e, "");
     resp.headers_mut().remove(&names::X_REQUEST_ID);
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attempts_value;
+
+    #[test]
+    fn attempts_header_values() {
+        for n in [0, 1, 9, 10, 123] {
+            assert_eq!(attempts_value(n).to_str().unwrap(), n.to_string());
+        }
+    }
 }

@@ -18,24 +18,26 @@ pub fn score(cands: &mut [Candidate], route: &Route, facts: &Facts, now: Instant
         route.strategy,
         Strategy::Latency | Strategy::Cost | Strategy::Balanced
     );
-    let stats: Vec<(f64, Option<f64>, Option<f64>)> = cands
-        .iter()
-        .map(|c| {
-            if !needs_stats {
-                return (1.0, None, None);
-            }
-            let h = c
-                .dep
-                .state
-                .health
-                .snapshot(now, c.dep.state.circuit.state());
-            (h.health_score, h.latency_ewma_ms, estimated_cost(c, facts))
-        })
-        .collect();
+    let stats: Vec<(f64, Option<f64>, Option<f64>)> = if needs_stats {
+        cands
+            .iter()
+            .map(|c| {
+                let h = c
+                    .dep
+                    .state
+                    .health
+                    .snapshot(now, c.dep.state.circuit.state());
+                (h.health_score, h.latency_ewma_ms, estimated_cost(c, facts))
+            })
+            .collect()
+    } else {
+        Vec::new() // no allocation
+    };
     let max_latency = stats.iter().filter_map(|s| s.1).fold(0.0, f64::max);
     let max_cost = stats.iter().filter_map(|s| s.2).fold(0.0, f64::max);
     let mut rng = rand::rng();
-    for (i, (c, (health, latency, cost))) in cands.iter_mut().zip(stats).enumerate() {
+    for (i, c) in cands.iter_mut().enumerate() {
+        let (health, latency, cost) = stats.get(i).copied().unwrap_or((1.0, None, None));
         // Unknown latency scores as fast: a new deployment gets explored.
         let lat_score = match latency {
             Some(l) if max_latency > 0.0 => 1.0 - l / max_latency,
