@@ -172,18 +172,7 @@ routes:
 
 #[tokio::test]
 async fn a_client_error_from_upstream_is_not_retried_elsewhere() {
-    let yaml = r#"
-providers:
-  mock:
-    protocol: openai
-    base_url: "{mock}/v1"
-models:
-  - { id: mock/a, provider: mock, model: a }
-  - { id: mock/b, provider: mock, model: b }
-routes:
-  chat: { targets: [mock/a, mock/b] }
-"#;
-    let h = common::start(yaml).await;
+    let h = common::start(common::TWO_TARGETS).await;
     h.mock
         .set_default(Behavior::fixture("openai/error_400_invalid_request"));
     let (status, _, _) = error_of(h.post(chat(json!({}))).await).await;

@@ -9,17 +9,6 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use switchyard_mock::{Behavior, Fault, MockServer};
 
-/// One route over two deployments of one mock, in that order.
-const TWO_TARGETS: &str = r#"
-providers:
-  mock: { protocol: openai, base_url: "{mock}/v1" }
-models:
-  - { id: mock/a, provider: mock, model: a }
-  - { id: mock/b, provider: mock, model: b }
-routes:
-  chat: { targets: [mock/a, mock/b] }
-"#;
-
 /// One deployment that serves one request at a time and queues none.
 const ONE_SLOT: &str = r#"
 providers:
@@ -65,7 +54,7 @@ async fn admin_post(h: &common::Harness, path: &str) -> reqwest::Response {
 
 #[tokio::test]
 async fn rate_limit_is_retried_after_retry_after_on_the_same_deployment() {
-    let h = common::start(TWO_TARGETS).await;
+    let h = common::start(common::TWO_TARGETS).await;
     h.mock.script(vec![Behavior::fixture(
         "openai/error_429_rate_limit_tokens",
     )]);
@@ -111,7 +100,7 @@ async fn rate_limit_is_retried_after_retry_after_on_the_same_deployment() {
 
 #[tokio::test]
 async fn client_errors_and_content_filter_are_never_retried() {
-    let h = common::start(TWO_TARGETS).await;
+    let h = common::start(common::TWO_TARGETS).await;
     for fixture in [
         "openai/error_400_invalid_request",
         "azure/error_400_content_filter",

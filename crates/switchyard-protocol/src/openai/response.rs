@@ -157,11 +157,11 @@ pub fn peek_usage(body: &[u8]) -> Result<UsagePeek<'_>, NotAnObject> {
     let model = key_value(body, MODEL.find_iter(body));
     // The last `"usage"` key, found forward: memchr's reverse search has no
     // SIMD path, and it cost more than reading the usage itself.
-    let last = USAGE
+    let usage = USAGE
         .find_iter(body)
-        .filter(|&at| value_after_key(body, at).is_some())
-        .last();
-    let usage = key_value(body, last.into_iter());
+        .filter_map(|at| value_after_key(body, at))
+        .last()
+        .and_then(read_value);
     Ok(UsagePeek { model, usage })
 }
 

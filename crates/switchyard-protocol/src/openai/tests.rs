@@ -248,29 +248,36 @@ fn ir_encodes_back_to_openai_shapes() {
     assert_eq!(v["object"], "chat.completion.chunk");
 }
 
-#[test]
-fn usage_peek_agrees_with_the_full_parse_on_every_answer_fixture() {
+/// Every fixture of an OpenAI-compatible provider whose name ends so.
+fn compatible_fixtures(suffix: &str) -> Vec<std::path::PathBuf> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers/");
-    let mut seen = 0;
+    let mut out = Vec::new();
     for dir in ["openai", "deepseek", "qwen", "azure"] {
         for entry in std::fs::read_dir(format!("{root}{dir}")).unwrap() {
             let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if !name.ends_with(".response.json") {
-                continue;
+            if path.to_string_lossy().ends_with(suffix) {
+                out.push(path);
             }
-            let body = std::fs::read(&path).unwrap();
-            let full = peek_response(&body).unwrap();
-            let quick = peek_usage(&body).unwrap();
-            assert_eq!(quick.model, full.model, "{dir}/{name}");
-            let usage = |u: Option<&WireUsage>| u.map(WireUsage::to_ir);
-            assert_eq!(
-                usage(quick.usage.as_ref()),
-                usage(full.usage.as_ref()),
-                "{dir}/{name}"
-            );
-            seen += 1;
         }
+    }
+    out
+}
+
+#[test]
+fn usage_peek_agrees_with_the_full_parse_on_every_answer_fixture() {
+    let mut seen = 0;
+    for path in compatible_fixtures(".response.json") {
+        let body = std::fs::read(&path).unwrap();
+        let full = peek_response(&body).unwrap();
+        let quick = peek_usage(&body).unwrap();
+        assert_eq!(quick.model, full.model, "{path:?}");
+        let usage = |u: Option<&WireUsage>| u.map(WireUsage::to_ir);
+        assert_eq!(
+            usage(quick.usage.as_ref()),
+            usage(full.usage.as_ref()),
+            "{path:?}"
+        );
+        seen += 1;
     }
     assert!(seen >= 8, "only {seen} fixtures");
 }
@@ -302,49 +309,42 @@ fn usage_peek_is_not_fooled_by_text_and_refuses_cut_answers() {
 /// OpenAI-compatible stream fixture it must see what the full peek sees.
 #[test]
 fn pass_chunk_agrees_with_the_full_peek_on_every_stream_fixture() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers/");
     let mut checked = 0;
-    for dir in ["openai", "deepseek", "qwen", "azure"] {
-        for entry in std::fs::read_dir(format!("{root}{dir}")).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "sse") {
+    for path in compatible_fixtures(".sse") {
+        let mut dec = crate::sse::SseDecoder::new();
+        dec.push(&std::fs::read(&path).unwrap());
+        while let Some(ev) = dec.next_event().unwrap() {
+            let Some(data) = ev.data.as_ref().filter(|_| !ev.is_done_sentinel()) else {
                 continue;
-            }
-            let mut dec = crate::sse::SseDecoder::new();
-            dec.push(&std::fs::read(&path).unwrap());
-            while let Some(ev) = dec.next_event().unwrap() {
-                let Some(data) = ev.data.as_ref().filter(|_| !ev.is_done_sentinel()) else {
-                    continue;
-                };
-                let (full, lean) = match (peek_chunk(data), peek_pass_chunk(data)) {
-                    (Ok(f), Ok(l)) => (f, l),
-                    (Err(_), Err(_)) => continue,
-                    (f, l) => panic!("{path:?}: full {:?} vs lean {:?}", f.is_ok(), l.is_ok()),
-                };
-                let what = format!("{path:?} {}", String::from_utf8_lossy(data));
-                assert_eq!(full.error.is_some(), lean.error.is_some(), "{what}");
-                assert_eq!(full.choices.len(), lean.choices.len(), "{what}");
-                for (f, l) in full.choices.iter().zip(&lean.choices) {
-                    let (fd, ld) = (f.delta.as_ref(), l.delta.as_ref());
-                    assert_eq!(
-                        fd.and_then(|d| d.content.as_deref()),
-                        ld.and_then(|d| d.content.as_deref()),
-                        "{what}"
-                    );
-                    assert_eq!(
-                        fd.is_some_and(|d| d.tool_calls.is_some()),
-                        ld.is_some_and(|d| d.tool_calls.is_some()),
-                        "{what}"
-                    );
-                    assert_eq!(f.finish_reason, l.finish_reason, "{what}");
-                }
+            };
+            let (full, lean) = match (peek_chunk(data), peek_pass_chunk(data)) {
+                (Ok(f), Ok(l)) => (f, l),
+                (Err(_), Err(_)) => continue,
+                (f, l) => panic!("{path:?}: full {:?} vs lean {:?}", f.is_ok(), l.is_ok()),
+            };
+            let what = format!("{path:?} {}", String::from_utf8_lossy(data));
+            assert_eq!(full.error.is_some(), lean.error.is_some(), "{what}");
+            assert_eq!(full.choices.len(), lean.choices.len(), "{what}");
+            for (f, l) in full.choices.iter().zip(&lean.choices) {
+                let (fd, ld) = (f.delta.as_ref(), l.delta.as_ref());
                 assert_eq!(
-                    full.usage.as_ref().map(|u| u.to_ir()),
-                    lean.usage.as_ref().map(|u| u.to_ir()),
+                    fd.and_then(|d| d.content.as_deref()),
+                    ld.and_then(|d| d.content.as_deref()),
                     "{what}"
                 );
-                checked += 1;
+                assert_eq!(
+                    fd.is_some_and(|d| d.tool_calls.is_some()),
+                    ld.is_some_and(|d| d.tool_calls.is_some()),
+                    "{what}"
+                );
+                assert_eq!(f.finish_reason, l.finish_reason, "{what}");
             }
+            assert_eq!(
+                full.usage.as_ref().map(|u| u.to_ir()),
+                lean.usage.as_ref().map(|u| u.to_ir()),
+                "{what}"
+            );
+            checked += 1;
         }
     }
     assert!(checked > 100, "only {checked} chunks checked");

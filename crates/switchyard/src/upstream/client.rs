@@ -97,7 +97,6 @@ pub async fn request(
             }
             Conn::H1(tx, host) => (tx, host),
         };
-        let absolute = req.uri().clone();
         req.headers_mut().entry(HOST).or_insert(host);
         *req.uri_mut() = origin_form(req.uri());
         match tx.try_send_request(req).await {
@@ -107,7 +106,7 @@ pub async fn request(
                 // (the server timed it out as we picked it): try another.
                 Some(unsent) if reused => {
                     req = unsent;
-                    *req.uri_mut() = absolute;
+                    *req.uri_mut() = absolute_form(&key, req.uri())?;
                 }
                 _ => return Err(SendError::Http(e.into_error())),
             },
@@ -452,6 +451,15 @@ fn host_header(scheme: &Scheme, authority: &Authority) -> Result<HeaderValue, Se
     HeaderValue::from_str(value).map_err(|_| SendError::Url)
 }
 
+/// The origin-form URI made absolute again (an HTTP/2 connection needs it).
+fn absolute_form(key: &Key, uri: &Uri) -> Result<Uri, SendError> {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(key.scheme.clone());
+    parts.authority = Some(key.authority.clone());
+    parts.path_and_query = uri.path_and_query().cloned();
+    Uri::from_parts(parts).map_err(|_| SendError::Url)
+}
+
 /// `/path?query` for an HTTP/1 request line.
 fn origin_form(uri: &Uri) -> Uri {
     let pq = uri
@@ -718,6 +726,15 @@ mod tests {
         drop(listener);
         let err = call(&url).await.err().expect("nothing listens");
         assert!(matches!(err, SendError::Connect(_)), "{err}");
+    }
+
+    #[test]
+    fn origin_form_and_back() {
+        let uri: Uri = "https://api.example.com:8443/v1/chat?x=1".parse().unwrap();
+        let key = Key::of(Duration::from_secs(1), &uri).unwrap();
+        let origin = origin_form(&uri);
+        assert_eq!(origin, "/v1/chat?x=1");
+        assert_eq!(absolute_form(&key, &origin).unwrap(), uri);
     }
 
     #[test]

@@ -128,6 +128,17 @@ routes:
     targets: [mock/gpt-4o-mini]
 "#;
 
+/// One route over two deployments of one mock, in that order.
+pub const TWO_TARGETS: &str = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+  - { id: mock/b, provider: mock, model: b }
+routes:
+  chat: { targets: [mock/a, mock/b] }
+"#;
+
 pub fn user(text: &str) -> serde_json::Value {
     serde_json::json!([{"role": "user", "content": text}])
 }
