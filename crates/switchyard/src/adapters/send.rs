@@ -5,7 +5,6 @@
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Method, Request, Response};
-use http_body_util::Full;
 use tokio::time::Instant;
 
 use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
@@ -66,7 +65,7 @@ fn build(
     stream: bool,
     body: Bytes,
     call: &CallInfo,
-) -> Result<Request<Full<Bytes>>, GatewayError> {
+) -> Result<Request<Bytes>, GatewayError> {
     let provider = &dep.provider;
     let adapter = provider.adapter;
     let (url, accept) = if stream {
@@ -76,7 +75,7 @@ fn build(
     };
     // Built in place: the request builder moves its parts through a chain
     // of closures, a measurable copy on every request.
-    let mut req = Request::new(Full::new(body));
+    let mut req = Request::new(body);
     *req.method_mut() = Method::POST;
     *req.uri_mut() = url.clone();
     let h = req.headers_mut();

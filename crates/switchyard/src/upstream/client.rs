@@ -1,12 +1,10 @@
 //! Upstream connections: per-thread pools of HTTP/1.1 and HTTP/2 connections
-//! (rustls, TCP_NODELAY) on hyper's connection API.
+//! (rustls, TCP_NODELAY). HTTP/1.1 is our own inline client ([`h1`]),
+//! HTTP/2 (negotiated by ALPN) hyper's connection API.
 //!
 //! Per thread, because the gateway runs one single-threaded runtime per core
-//! (like nginx's workers): a connection's task lives on the runtime that
-//! opened it, so a pool shared across threads would hand thread B a
-//! connection whose task runs on thread A, and every request on it would
-//! cost a cross-thread wake-up. Thread-local pools keep each request, its
-//! upstream connection and its client connection on one thread.
+//! (like nginx's workers): a request, its upstream connection and its client
+//! connection stay on one thread with no cross-thread wake-ups.
 //!
 //! Not hyper-util's pooled client: per request it hashed the pool key,
 //! cloned the connector into a lazy connect future, boxed the request future
@@ -14,7 +12,7 @@
 //! ~9k of the ~95k instructions a proxied request cost). Here an HTTP/1
 //! connection goes back to its thread's idle list when the response body
 //! ends ([`UpstreamBody`]) and a checkout pops the most recent one; an HTTP/2
-//! connection (negotiated by ALPN) is shared by every request to its host.
+//! connection is shared by every request to its host.
 
 use std::cell::RefCell;
 use std::pin::Pin;
@@ -23,20 +21,21 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::HOST;
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tower_service::Service;
 
-type ReqBody = Full<Bytes>;
+use super::h1;
+
 type Connector = HttpsConnector<HttpConnector>;
+type H2Sender = http2::SendRequest<Full<Bytes>>;
 
 /// An idle connection older than this is closed instead of reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -56,8 +55,8 @@ pub enum SendError {
     Url,
     /// No connection: DNS, refused, connect timeout, TLS handshake.
     Connect(Box<dyn std::error::Error + Send + Sync>),
-    /// The connection broke before a response head arrived.
-    Http(hyper::Error),
+    /// The connection broke, or answered garbage, before a response head.
+    Http(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl std::fmt::Display for SendError {
@@ -74,8 +73,7 @@ impl std::fmt::Display for SendError {
 impl std::error::Error for SendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            SendError::Connect(e) => e.source(),
-            SendError::Http(e) => std::error::Error::source(e),
+            SendError::Connect(e) | SendError::Http(e) => e.source(),
             _ => None,
         }
     }
@@ -83,33 +81,29 @@ impl std::error::Error for SendError {
 
 /// Send a request (absolute URL) on a pooled connection of this thread and
 /// return the response head; the body streams in [`UpstreamBody`].
+///
+/// A request is not retried here: a connection the upstream closed just as
+/// it was picked fails as a connection error, which the reliability layer
+/// retries by its policy (sending a POST twice is its call, not ours).
 pub async fn request(
     connect_timeout: Duration,
-    mut req: Request<ReqBody>,
+    req: Request<Bytes>,
 ) -> Result<Response<UpstreamBody>, SendError> {
     let key = Key::of(connect_timeout, req.uri())?;
-    loop {
-        let (conn, reused) = checkout(&key).await?;
-        let (mut tx, host) = match conn {
-            Conn::H2(mut tx) => {
-                let resp = tx.send_request(req).await.map_err(SendError::Http)?;
-                return Ok(resp.map(UpstreamBody::unpooled));
-            }
-            Conn::H1(tx, host) => (tx, host),
-        };
-        req.headers_mut().entry(HOST).or_insert(host);
-        *req.uri_mut() = origin_form(req.uri());
-        match tx.try_send_request(req).await {
-            Ok(resp) => return Ok(resp.map(|b| UpstreamBody::pooled(b, tx, key))),
-            Err(mut e) => match e.take_message() {
-                // A reused connection closed before the request went out
-                // (the server timed it out as we picked it): try another.
-                Some(unsent) if reused => {
-                    req = unsent;
-                    *req.uri_mut() = absolute_form(&key, req.uri())?;
-                }
-                _ => return Err(SendError::Http(e.into_error())),
-            },
+    match checkout(&key).await? {
+        Conn::H2(mut tx) => {
+            let resp = tx
+                .send_request(req.map(Full::new))
+                .await
+                .map_err(|e| SendError::Http(Box::new(e)))?;
+            Ok(resp.map(UpstreamBody::h2))
+        }
+        Conn::H1(conn, host) => {
+            let (head, reader) = conn
+                .exchange(&req, &host)
+                .await
+                .map_err(|e| SendError::Http(Box::new(e)))?;
+            Ok(head.map(|()| UpstreamBody::h1(reader, key)))
         }
     }
 }
@@ -121,15 +115,19 @@ pub fn check() -> Result<(), String> {
         .map_err(|e| format!("TLS setup failed: {e}"))
 }
 
-/// The response body of a pooled request: hands its HTTP/1 connection back
-/// to the thread's pool once the body has been read to its end. A body
-/// dropped before its end (an SSE stream stops reading at `[DONE]`, before
-/// the chunked terminator) is read out first, briefly and within a few KiB,
-/// so its connection can still be reused; past that the connection closes.
+/// An upstream response body. An HTTP/1 connection goes back to the
+/// thread's pool once its body has been read to the end. A body dropped
+/// before its end (an SSE stream stops reading at `[DONE]`, before the
+/// chunked terminator) is read out first, briefly and within a few KiB, so
+/// its connection can still be reused; past that the connection closes.
 pub struct UpstreamBody {
-    /// `None` once handed to the drain on drop.
-    inner: Option<Incoming>,
-    back: Option<(http1::SendRequest<ReqBody>, Key)>,
+    inner: Inner,
+}
+
+enum Inner {
+    /// `None` once the body ended (its connection pooled) or failed.
+    H1(Option<(h1::Reader, Key)>),
+    H2(Incoming),
 }
 
 /// What a dropped body may still read to save its connection.
@@ -137,37 +135,47 @@ const DRAIN_BYTES: usize = 64 * 1024;
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 impl UpstreamBody {
-    fn pooled(inner: Incoming, tx: http1::SendRequest<ReqBody>, key: Key) -> Self {
-        UpstreamBody {
-            inner: Some(inner),
-            back: Some((tx, key)),
+    fn h1(reader: h1::Reader, key: Key) -> Self {
+        let mut body = UpstreamBody {
+            inner: Inner::H1(Some((reader, key))),
+        };
+        // An empty body (204, content-length: 0) frees its connection now.
+        if let Inner::H1(slot) = &mut body.inner {
+            if slot.as_ref().is_some_and(|(r, _)| r.is_done()) {
+                release(slot);
+            }
         }
+        body
     }
 
-    fn unpooled(inner: Incoming) -> Self {
+    fn h2(inner: Incoming) -> Self {
         UpstreamBody {
-            inner: Some(inner),
-            back: None,
+            inner: Inner::H2(inner),
         }
     }
+}
 
-    fn release(&mut self) {
-        if let Some((tx, key)) = self.back.take() {
-            put_back(&key, tx);
+/// Pool an ended body's connection.
+fn release(slot: &mut Option<(h1::Reader, Key)>) {
+    if let Some((reader, key)) = slot.take() {
+        if let Some(conn) = reader.into_reusable() {
+            put_back(&key, conn);
         }
     }
 }
 
 impl Drop for UpstreamBody {
     fn drop(&mut self) {
-        let Some((tx, key)) = self.back.take() else {
+        let Inner::H1(slot) = &mut self.inner else {
             return;
         };
-        let (Ok(rt), Some(body)) = (tokio::runtime::Handle::try_current(), self.inner.take())
-        else {
+        let Some((reader, key)) = slot.take() else {
             return;
         };
-        let mut drain = Box::pin(tokio::time::timeout(DRAIN_WAIT, drain(body, tx, key)));
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut drain = Box::pin(tokio::time::timeout(DRAIN_WAIT, drain(reader, key)));
         // Usually the terminator has already arrived: done at once, no task.
         if futures_util::FutureExt::now_or_never(drain.as_mut()).is_none() {
             rt.spawn(drain);
@@ -176,50 +184,67 @@ impl Drop for UpstreamBody {
 }
 
 /// Read the rest of a body, then pool its connection.
-async fn drain(mut body: Incoming, tx: http1::SendRequest<ReqBody>, key: Key) {
-    use http_body_util::BodyExt;
+async fn drain(mut reader: h1::Reader, key: Key) {
     let mut budget = DRAIN_BYTES;
-    while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else { return };
-        let n = frame.data_ref().map_or(0, Bytes::len);
-        if n > budget {
-            return;
+    loop {
+        match std::future::poll_fn(|cx| reader.poll_data(cx)).await {
+            Ok(Some(data)) if data.len() <= budget => budget -= data.len(),
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) => break,
         }
-        budget -= n;
     }
-    put_back(&key, tx);
+    release(&mut Some((reader, key)));
 }
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = std::io::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = &mut *self;
-        let Some(inner) = this.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let frame = std::task::ready!(Pin::new(&mut *inner).poll_frame(cx));
-        match &frame {
-            Some(Ok(_)) if inner.is_end_stream() => this.release(),
-            Some(Ok(_)) => {}
-            None => this.release(),
-            Some(Err(_)) => this.back = None,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match &mut self.inner {
+            Inner::H1(slot) => {
+                let Some((reader, _)) = slot.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                match std::task::ready!(reader.poll_data(cx)) {
+                    Ok(Some(data)) => {
+                        if reader.is_done() {
+                            release(slot);
+                        }
+                        Poll::Ready(Some(Ok(Frame::data(data))))
+                    }
+                    Ok(None) => {
+                        release(slot);
+                        Poll::Ready(None)
+                    }
+                    Err(e) => {
+                        *slot = None;
+                        Poll::Ready(Some(Err(std::io::Error::other(e))))
+                    }
+                }
+            }
+            Inner::H2(body) => Pin::new(body).poll_frame(cx).map_err(std::io::Error::other),
         }
-        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Body::is_end_stream)
+        match &self.inner {
+            Inner::H1(slot) => slot.as_ref().is_none_or(|(r, _)| r.is_done()),
+            Inner::H2(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+        match &self.inner {
+            Inner::H1(slot) => match slot.as_ref().map_or(Some(0), |(r, _)| r.remaining()) {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
+            },
+            Inner::H2(body) => body.size_hint(),
+        }
     }
 }
 
@@ -260,23 +285,23 @@ struct Host {
     /// Free HTTP/1 connections, the most recently used last.
     idle: std::collections::VecDeque<Idle>,
     /// The origin's HTTP/2 connection, shared by every request.
-    h2: Option<http2::SendRequest<ReqBody>>,
+    h2: Option<H2Sender>,
 }
 
 struct Idle {
-    tx: http1::SendRequest<ReqBody>,
+    conn: h1::Conn,
     since: Instant,
 }
 
 impl Idle {
-    fn usable(&self, now: Instant) -> bool {
-        !self.tx.is_closed() && now.duration_since(self.since) < IDLE_TIMEOUT
+    fn usable(&mut self, now: Instant) -> bool {
+        now.duration_since(self.since) < IDLE_TIMEOUT && self.conn.is_open()
     }
 }
 
 enum Conn {
-    H1(http1::SendRequest<ReqBody>, HeaderValue),
-    H2(http2::SendRequest<ReqBody>),
+    H1(h1::Conn, HeaderValue),
+    H2(H2Sender),
 }
 
 enum Taken {
@@ -285,27 +310,21 @@ enum Taken {
     None(Connector, HeaderValue),
 }
 
-/// A ready connection to the key's origin and whether it was reused.
-async fn checkout(key: &Key) -> Result<(Conn, bool), SendError> {
+/// A ready connection to the key's origin.
+async fn checkout(key: &Key) -> Result<Conn, SendError> {
     loop {
         match take_idle(key)? {
-            Taken::Conn(Conn::H1(mut tx, host)) => {
-                // Just back from a finished body, the connection may need
-                // one turn of its task to be free; a closed one errs.
-                if tx.is_ready() || tx.ready().await.is_ok() {
-                    return Ok((Conn::H1(tx, host), true));
-                }
-            }
             Taken::Conn(Conn::H2(mut tx)) => {
                 if tx.ready().await.is_ok() {
-                    return Ok((Conn::H2(tx), true));
+                    return Ok(Conn::H2(tx));
                 }
                 forget_h2(key);
             }
+            Taken::Conn(conn) => return Ok(conn),
             Taken::None(connector, host) => {
                 // Boxed: the handshakes' futures are large, and a request's
                 // future is moved whole; only new connections pay for it.
-                return Ok((Box::pin(connect(connector, key, host)).await?, false));
+                return Box::pin(connect(connector, key, host)).await;
             }
         }
     }
@@ -321,9 +340,9 @@ fn take_idle(key: &Key) -> Result<Taken, SendError> {
             host.h2 = None;
         }
         let now = Instant::now();
-        while let Some(idle) = host.idle.pop_back() {
+        while let Some(mut idle) = host.idle.pop_back() {
             if idle.usable(now) {
-                return Ok(Taken::Conn(Conn::H1(idle.tx, host.host.clone())));
+                return Ok(Taken::Conn(Conn::H1(idle.conn, host.host.clone())));
             }
         }
         let host = host.host.clone();
@@ -348,33 +367,26 @@ async fn connect(
         .await
         .map_err(SendError::Connect)?;
     let io = connector.call(uri).await.map_err(SendError::Connect)?;
-    if io.connected().is_negotiated_h2() {
-        let (tx, conn) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .handshake(io)
-            .await
-            .map_err(SendError::Http)?;
-        // The connection's own errors end it; requests on it see them.
-        tokio::spawn(async move { drop(conn.await) });
-        let shared = tx.clone();
-        POOLS.with_borrow_mut(|pools| {
-            if let Ok(h) = host_mut(pools, key) {
-                h.h2 = Some(shared);
-            }
-        });
-        return Ok(Conn::H2(tx));
+    if !io.connected().is_negotiated_h2() {
+        return Ok(Conn::H1(h1::Conn::new(TokioIo::new(io)), host));
     }
-    let (tx, conn) = http1::Builder::new()
-        // Small requests: one copy into one buffer beats a two-part writev.
-        .writev(false)
+    let (tx, conn) = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
         .handshake(io)
         .await
-        .map_err(SendError::Http)?;
+        .map_err(|e| SendError::Http(Box::new(e)))?;
+    // The connection's own errors end it; requests on it see them.
     tokio::spawn(async move { drop(conn.await) });
-    Ok(Conn::H1(tx, host))
+    let shared = tx.clone();
+    POOLS.with_borrow_mut(|pools| {
+        if let Ok(h) = host_mut(pools, key) {
+            h.h2 = Some(shared);
+        }
+    });
+    Ok(Conn::H2(tx))
 }
 
-fn put_back(key: &Key, tx: http1::SendRequest<ReqBody>) {
+fn put_back(key: &Key, conn: h1::Conn) {
     // A body finishing while the thread's pools are in use or gone (thread
     // exit) just closes its connection.
     let _ = POOLS.try_with(|cell| {
@@ -386,11 +398,11 @@ fn put_back(key: &Key, tx: http1::SendRequest<ReqBody>) {
         };
         let now = Instant::now();
         // Drop a dead or stale connection from the cold end now and then.
-        if host.idle.front().is_some_and(|i| !i.usable(now)) {
+        if host.idle.front_mut().is_some_and(|i| !i.usable(now)) {
             host.idle.pop_front();
         }
         if host.idle.len() < MAX_IDLE_PER_HOST {
-            host.idle.push_back(Idle { tx, since: now });
+            host.idle.push_back(Idle { conn, since: now });
         }
     });
 }
@@ -451,24 +463,6 @@ fn host_header(scheme: &Scheme, authority: &Authority) -> Result<HeaderValue, Se
     HeaderValue::from_str(value).map_err(|_| SendError::Url)
 }
 
-/// The origin-form URI made absolute again (an HTTP/2 connection needs it).
-fn absolute_form(key: &Key, uri: &Uri) -> Result<Uri, SendError> {
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(key.scheme.clone());
-    parts.authority = Some(key.authority.clone());
-    parts.path_and_query = uri.path_and_query().cloned();
-    Uri::from_parts(parts).map_err(|_| SendError::Url)
-}
-
-/// `/path?query` for an HTTP/1 request line.
-fn origin_form(uri: &Uri) -> Uri {
-    let pq = uri
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    Uri::from(pq)
-}
-
 fn connector(connect_timeout: Duration) -> Result<Connector, rustls::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -510,6 +504,8 @@ mod tests {
         },
         /// A keep-alive answer larger than a dropped body may read out.
         Big,
+        /// `204 No Content`: no body at all.
+        NoContent,
     }
 
     struct Origin {
@@ -577,6 +573,16 @@ mod tests {
                 }
                 continue;
             }
+            if let Mode::NoContent = mode {
+                if sock
+                    .write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
             if let Mode::Big = mode {
                 let body = "x".repeat(DRAIN_BYTES * 2);
                 let answer = format!(
@@ -614,10 +620,10 @@ mod tests {
         }
     }
 
-    fn post(url: &str) -> Request<ReqBody> {
+    fn post(url: &str) -> Request<Bytes> {
         Request::post(url)
             .header("content-type", "application/json")
-            .body(Full::new(Bytes::from_static(b"{}")))
+            .body(Bytes::from_static(b"{}"))
             .unwrap()
     }
 
@@ -677,6 +683,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_answer_without_a_body_frees_its_connection_at_once() {
+        let o = origin(Mode::NoContent).await;
+        for _ in 0..3 {
+            let resp = call(&o.url).await.unwrap();
+            assert_eq!(resp.status(), 204);
+            assert!(resp.body().is_end_stream());
+            // The connection is back in the pool before the body is read.
+            let second = call(&o.url).await.unwrap();
+            assert_eq!(read(second).await, "");
+            assert_eq!(read(resp).await, "");
+        }
+        assert_eq!(o.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
     async fn a_large_body_dropped_unread_closes_its_connection() {
         let o = origin(Mode::Big).await;
         drop(call(&o.url).await.unwrap());
@@ -726,15 +747,6 @@ mod tests {
         drop(listener);
         let err = call(&url).await.err().expect("nothing listens");
         assert!(matches!(err, SendError::Connect(_)), "{err}");
-    }
-
-    #[test]
-    fn origin_form_and_back() {
-        let uri: Uri = "https://api.example.com:8443/v1/chat?x=1".parse().unwrap();
-        let key = Key::of(Duration::from_secs(1), &uri).unwrap();
-        let origin = origin_form(&uri);
-        assert_eq!(origin, "/v1/chat?x=1");
-        assert_eq!(absolute_form(&key, &origin).unwrap(), uri);
     }
 
     #[test]

@@ -3,4 +3,5 @@
 
 pub mod client;
 pub mod events;
+pub mod h1;
 pub mod keys;
