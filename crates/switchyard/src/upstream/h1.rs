@@ -25,12 +25,13 @@ pub type Io = hyper_util::rt::TokioIo<
 /// A response head larger than this is refused.
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_HEADERS: usize = 100;
-/// Bytes asked of the socket per read.
+/// Bytes asked of the socket per read, and the most for a long body.
 const READ_CHUNK: usize = 8 * 1024;
+const MAX_READ: usize = 64 * 1024;
 /// A request body up to this size goes out in the same write as its head.
 const INLINE_BODY: usize = 64 * 1024;
 /// An idle connection's buffer larger than this is not kept.
-const KEEP_BUFFER: usize = 64 * 1024;
+const KEEP_BUFFER: usize = 2 * MAX_READ;
 
 /// Why a request got no response head, or its body broke.
 #[derive(Debug)]
@@ -101,7 +102,7 @@ impl Conn {
     pub fn is_open(&mut self) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         // Ready means end of file, an error, or bytes nobody asked for.
-        self.poll_read_more(&mut cx).is_pending()
+        self.poll_read_more(&mut cx, READ_CHUNK).is_pending()
     }
 
     /// Send the request; the response head, and its body to read.
@@ -150,7 +151,7 @@ impl Conn {
                     Parsed::Partial => {}
                 }
             }
-            let n = std::future::poll_fn(|cx| self.poll_read_more(cx)).await?;
+            let n = std::future::poll_fn(|cx| self.poll_read_more(cx, READ_CHUNK)).await?;
             if n == 0 {
                 return Err(if got_any {
                     Error::Protocol("connection closed inside the response head")
@@ -161,10 +162,12 @@ impl Conn {
         }
     }
 
-    fn poll_read_more(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    /// Read what the socket has into the buffer, room for `want` bytes
+    /// made first when little is left.
+    fn poll_read_more(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
         let c = &mut *self.0;
         if c.buf.capacity() - c.buf.len() < READ_CHUNK / 8 {
-            c.buf.reserve(READ_CHUNK);
+            c.buf.reserve(want);
         }
         tokio_util::io::poll_read_buf(Pin::new(&mut c.io), cx, &mut c.buf)
     }
@@ -452,7 +455,14 @@ impl Reader {
                 Step::End => return Poll::Ready(Ok(None)),
                 Step::More => {}
             }
-            if std::task::ready!(self.conn.poll_read_more(cx))? == 0 {
+            // A long body with a known length is read in larger pieces.
+            let want = match self.framing {
+                Framing::Length(n) => {
+                    usize::try_from(n).map_or(MAX_READ, |n| n.clamp(READ_CHUNK, MAX_READ))
+                }
+                _ => READ_CHUNK,
+            };
+            if std::task::ready!(self.conn.poll_read_more(cx, want))? == 0 {
                 if let Framing::ToClose = self.framing {
                     self.framing = Framing::Done;
                     return Poll::Ready(Ok(None));
