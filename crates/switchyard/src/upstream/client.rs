@@ -470,13 +470,29 @@ fn connector(connect_timeout: Duration) -> Result<Connector, rustls::Error> {
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
     http.set_keepalive(Some(Duration::from_secs(60)));
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    // Loopback TLS tests trust their own CA instead of the webpki roots.
+    #[cfg(test)]
+    if let Some(config) = tests::TEST_TLS.with_borrow(Clone::clone) {
+        return Ok(schemes(builder.with_tls_config(config), http));
+    }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(provider)?
+    Ok(schemes(
+        builder.with_provider_and_webpki_roots(provider)?,
+        http,
+    ))
+}
+
+/// http and https URLs; HTTP/2 when the server offers it by ALPN.
+fn schemes(
+    builder: hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes>,
+    http: HttpConnector,
+) -> Connector {
+    builder
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .wrap_connector(http))
+        .wrap_connector(http)
 }
 
 #[cfg(test)]
@@ -485,10 +501,16 @@ mod tests {
     use std::sync::Mutex;
 
     use http_body_util::BodyExt;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     use super::*;
+
+    thread_local! {
+        /// The client TLS config the pools of this test thread use.
+        pub(super) static TEST_TLS: RefCell<Option<rustls::ClientConfig>> =
+            const { RefCell::new(None) };
+    }
 
     #[derive(Clone, Copy)]
     enum Mode {
@@ -538,7 +560,11 @@ mod tests {
         }
     }
 
-    async fn serve(mut sock: tokio::net::TcpStream, mode: Mode, heads: Arc<Mutex<Vec<String>>>) {
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        mut sock: S,
+        mode: Mode,
+        heads: Arc<Mutex<Vec<String>>>,
+    ) {
         let mut buf = Vec::new();
         loop {
             let Some(end) = read_head(&mut sock, &mut buf).await else {
@@ -607,7 +633,7 @@ mod tests {
     }
 
     /// Read until a blank line; the head's length with it.
-    async fn read_head(sock: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+    async fn read_head<S: AsyncRead + Unpin>(sock: &mut S, buf: &mut Vec<u8>) -> Option<usize> {
         loop {
             if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 return Some(i + 4);
@@ -762,5 +788,124 @@ mod tests {
         assert_eq!(h("https", "api.openai.com:443"), "api.openai.com");
         assert_eq!(h("http", "localhost:80"), "localhost");
         assert_eq!(h("http", "127.0.0.1:8000"), "127.0.0.1:8000");
+    }
+
+    const TLS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls");
+
+    fn ring() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
+    }
+
+    /// Trust the test CA on this thread (its pools are this test's own).
+    fn trust_test_ca() {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_file(format!("{TLS_DIR}/ca.pem")).unwrap())
+            .unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(ring())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        TEST_TLS.set(Some(config));
+    }
+
+    /// A loopback TLS listener for `localhost` offering `alpn`; the URL
+    /// and a count of accepted connections.
+    async fn tls_origin(
+        alpn: &[u8],
+    ) -> (
+        String,
+        Arc<AtomicUsize>,
+        TcpListener,
+        tokio_rustls::TlsAcceptor,
+    ) {
+        use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+        let chain = vec![CertificateDer::from_pem_file(format!("{TLS_DIR}/server.pem")).unwrap()];
+        let key = PrivateKeyDer::from_pem_file(format!("{TLS_DIR}/server.key")).unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(ring())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "https://localhost:{}/v1/chat/completions",
+            listener.local_addr().unwrap().port()
+        );
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        (url, Arc::new(AtomicUsize::new(0)), listener, acceptor)
+    }
+
+    #[tokio::test]
+    async fn https_http1_goes_through_the_inline_client_and_reuses_its_connection() {
+        trust_test_ca();
+        let (url, accepted, listener, acceptor) = tls_origin(b"http/1.1").await;
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let (a, h) = (accepted.clone(), heads.clone());
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, h) = (acceptor.clone(), h.clone());
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(sock).await {
+                        serve(tls, Mode::KeepAlive, h).await;
+                    }
+                });
+            }
+        });
+        for _ in 0..3 {
+            let resp = call(&url).await.unwrap();
+            assert_eq!(resp.version(), http::Version::HTTP_11);
+            assert_eq!(read(resp).await, "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        let heads = heads.lock().unwrap();
+        assert!(
+            heads[0].starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            "{}",
+            heads[0]
+        );
+        assert!(heads[0].contains("\r\nhost: localhost:"), "{}", heads[0]);
+    }
+
+    #[tokio::test]
+    async fn https_http2_is_negotiated_and_one_connection_is_shared() {
+        trust_test_ca();
+        let (url, accepted, listener, acceptor) = tls_origin(b"h2").await;
+        let a = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(sock).await else {
+                        return;
+                    };
+                    let answer = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                        let path = req.uri().path().to_owned();
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
+                            format!("ok {path}"),
+                        ))))
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), answer)
+                        .await;
+                });
+            }
+        });
+        let first = call(&url).await.unwrap();
+        assert_eq!(first.version(), http::Version::HTTP_2);
+        assert_eq!(read(first).await, "ok /v1/chat/completions");
+        // Once open, the connection carries concurrent requests.
+        let (second, third) = tokio::join!(call(&url), call(&url));
+        for resp in [second.unwrap(), third.unwrap()] {
+            assert_eq!(resp.version(), http::Version::HTTP_2);
+            assert_eq!(read(resp).await, "ok /v1/chat/completions");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 }
