@@ -140,26 +140,26 @@ impl RateCounter {
         // Counted with or without a limit: `/admin/state` reports usage.
         // Add first, then compare: two racing requests cannot both slip in.
         // Without a limit nothing reads the total back: no window sum.
-        let est = estimate as i64;
-        if let Some(rpm) = rpm {
-            let requests = s.incr(&self.rpm_key, RATE_WINDOW, now, &[(0, 1)]);
-            if requests > i64::from(rpm) {
-                s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
-                return Err(self.reject("rpm", window_retry()));
+        let count = |key: &str, n: i64, limited: bool| {
+            if limited {
+                s.incr(key, RATE_WINDOW, now, &[(0, n)])
+            } else {
+                s.add(key, RATE_WINDOW, now, &[(0, n)]);
+                0
             }
-        } else {
-            s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, 1)]);
+        };
+        let requests = count(&self.rpm_key, 1, rpm.is_some());
+        if rpm.is_some_and(|rpm| requests > i64::from(rpm)) {
+            s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
+            return Err(self.reject("rpm", window_retry()));
         }
-        if let Some(tpm) = tpm {
-            let tokens = s.incr(&self.tpm_key, RATE_WINDOW, now, &[(0, est)]);
-            // One request larger than the whole budget may still run alone.
-            if tokens > tpm as i64 && tokens > est {
-                s.add(&self.tpm_key, RATE_WINDOW, now, &[(0, -est)]);
-                s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
-                return Err(self.reject("tpm", window_retry()));
-            }
-        } else {
-            s.add(&self.tpm_key, RATE_WINDOW, now, &[(0, est)]);
+        let est = estimate as i64;
+        let tokens = count(&self.tpm_key, est, tpm.is_some());
+        // One request larger than the whole budget may still run alone.
+        if tpm.is_some_and(|tpm| tokens > tpm as i64 && tokens > est) {
+            s.add(&self.tpm_key, RATE_WINDOW, now, &[(0, -est)]);
+            s.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
+            return Err(self.reject("tpm", window_retry()));
         }
         Ok(Reservation {
             store: s.clone(),

@@ -136,16 +136,15 @@ const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 impl UpstreamBody {
     fn h1(reader: h1::Reader, key: Key) -> Self {
-        let mut body = UpstreamBody {
-            inner: Inner::H1(Some((reader, key))),
-        };
+        let done = reader.is_done();
+        let mut slot = Some((reader, key));
         // An empty body (204, content-length: 0) frees its connection now.
-        if let Inner::H1(slot) = &mut body.inner {
-            if slot.as_ref().is_some_and(|(r, _)| r.is_done()) {
-                release(slot);
-            }
+        if done {
+            release(&mut slot);
         }
-        body
+        UpstreamBody {
+            inner: Inner::H1(slot),
+        }
     }
 
     fn h2(inner: Incoming) -> Self {

@@ -66,25 +66,12 @@ impl From<io::Error> for Error {
 /// request future to body.
 pub struct Conn(Box<ConnInner>);
 
-pub struct ConnInner {
+struct ConnInner {
     io: Io,
     /// Bytes read and not yet handed out.
     buf: BytesMut,
     /// The request being written (reused: no allocation per request).
     out: Vec<u8>,
-}
-
-impl std::ops::Deref for Conn {
-    type Target = ConnInner;
-    fn deref(&self) -> &ConnInner {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Conn {
-    fn deref_mut(&mut self) -> &mut ConnInner {
-        &mut self.0
-    }
 }
 
 impl Conn {
@@ -137,15 +124,16 @@ impl Conn {
     async fn read_head(&mut self, method: &Method) -> Result<(Response<()>, Framing, bool), Error> {
         let mut got_any = false;
         loop {
-            if !self.buf.is_empty() {
+            let buf = &mut self.0.buf;
+            if !buf.is_empty() {
                 got_any = true;
-                match parse_head(&mut self.buf, method)? {
+                match parse_head(buf, method)? {
                     Parsed::Head(head, framing, keep_alive) => {
                         return Ok((head, framing, keep_alive))
                     }
                     // A 100 Continue or 103 Early Hints: the answer follows.
                     Parsed::Informational => continue,
-                    Parsed::Partial if self.buf.len() >= MAX_HEAD => {
+                    Parsed::Partial if buf.len() >= MAX_HEAD => {
                         return Err(Error::Protocol("response head too large"));
                     }
                     Parsed::Partial => {}
@@ -367,10 +355,9 @@ impl Framing {
             match self {
                 Framing::Done => return Ok(Step::End),
                 Framing::Length(rem) => {
-                    if buf.is_empty() {
+                    let Some(data) = take(buf, rem) else {
                         return Ok(Step::More);
-                    }
-                    let data = take(buf, rem);
+                    };
                     if *rem == 0 {
                         *self = Framing::Done;
                     }
@@ -398,10 +385,9 @@ impl Framing {
                         _ => return Err(Error::Protocol("bad chunk size")),
                     },
                     Chunk::Data(rem) => {
-                        if buf.is_empty() {
+                        let Some(data) = take(buf, rem) else {
                             return Ok(Step::More);
-                        }
-                        let data = take(buf, rem);
+                        };
                         if *rem == 0 {
                             *chunk = Chunk::DataEnd;
                         }
@@ -432,11 +418,15 @@ impl Framing {
     }
 }
 
-/// Up to `rem` bytes off the front of `buf`, counted off `rem`.
-fn take(buf: &mut BytesMut, rem: &mut u64) -> Bytes {
+/// Up to `rem` bytes off the front of `buf`, counted off `rem`; `None`
+/// when the buffer is empty.
+fn take(buf: &mut BytesMut, rem: &mut u64) -> Option<Bytes> {
+    if buf.is_empty() {
+        return None;
+    }
     let n = usize::try_from(*rem).unwrap_or(usize::MAX).min(buf.len());
     *rem -= n as u64;
-    buf.split_to(n).freeze()
+    Some(buf.split_to(n).freeze())
 }
 
 /// A response body being read off its connection.
@@ -450,7 +440,7 @@ impl Reader {
     /// The next piece of body; `None` at its end.
     pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Error>> {
         loop {
-            match self.framing.decode(&mut self.conn.buf)? {
+            match self.framing.decode(&mut self.conn.0.buf)? {
                 Step::Data(data) => return Poll::Ready(Ok(Some(data))),
                 Step::End => return Poll::Ready(Ok(None)),
                 Step::More => {}
@@ -498,11 +488,12 @@ impl Reader {
             keep_alive,
         } = self;
         // Bytes past the body's end would be read as the next answer.
-        if !matches!(framing, Framing::Done) || !keep_alive || !conn.buf.is_empty() {
+        let buf = &mut conn.0.buf;
+        if !matches!(framing, Framing::Done) || !keep_alive || !buf.is_empty() {
             return None;
         }
-        if conn.buf.capacity() > KEEP_BUFFER {
-            conn.buf = BytesMut::new();
+        if buf.capacity() > KEEP_BUFFER {
+            *buf = BytesMut::new();
         }
         Some(conn)
     }
