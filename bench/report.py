@@ -54,6 +54,21 @@ def fmt(x, nd=2, signed=False):
     return s
 
 
+def pooled_c1(raw, target):
+    """The sliced c=1 lane's percentiles over every request of every repeat
+    (run.sh keeps each latency, in µs, in lat-c1-TARGET-rN.txt)."""
+    lat = []
+    for name in sorted(os.listdir(raw)):
+        if name.startswith(f"lat-c1-{target}-r") and name.endswith(".txt"):
+            with open(os.path.join(raw, name)) as f:
+                lat.extend(int(x) / 1000.0 for x in f.read().split())
+    if not lat:
+        return None
+    lat.sort()
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+    return {"p50": pct(0.5), "p99": pct(0.99), "p999": pct(0.999), "pooled": len(lat)}
+
+
 def main():
     raw, out = sys.argv[1], sys.argv[2]
     runs = load_jsonl(os.path.join(raw, "runs.jsonl"))
@@ -83,6 +98,10 @@ def main():
             rs = [r for r in runs if r["target"] == t and r["lane"] == lane and not r.get("ref")]
             if rs:
                 agg[(t, lane)] = summarize(rs)
+        # sliced c=1: percentiles over all requests pooled, not the median of the repeats'
+        pooled = pooled_c1(raw, t) if (t, "c1") in agg else None
+        if pooled:
+            agg[(t, "c1")].update(pooled)
     lanes = [l for l in LANE_ORDER if any((t, l) in agg for t in TARGETS)]
     # translated lanes, and nginx's plain-lane CPU yardstick (its lane's runs or the "ref" runs)
     tl_lanes = [f"{m}-{s}" for m in TL_MODES for s in TL_SUBS]
@@ -109,6 +128,9 @@ def main():
     L.append(f"- nginx: {meta.get('nginx')} (worker_processes {meta.get('nginx_workers')}, upstream keepalive 64)")
     L.append(f"- runs: {meta.get('duration')} s measured after {meta.get('warmup')} s warm-up, "
              f"{meta.get('repeats')} repeats interleaved (direct, nginx, switchyard per lane); medians shown")
+    if meta.get("c1_slices") and any("pooled" in agg.get((t, "c1"), {}) for t in TARGETS):
+        L.append(f"- c=1: each repeat's run split into {meta['c1_slices']} slices, the targets taking turns "
+                 "slice by slice (order rotating); its percentiles are over all requests of all repeats pooled")
     L.append("")
     L.append("## Load lanes (median of repeats)")
     L.append("")
@@ -294,7 +316,7 @@ def main():
         res = "n/a" if ok is None else ("**PASS**" if ok else "**FAIL**")
         L.append(f"| {name} | {val} | {res} |")
     L.append("")
-    L.append("Columns: `+p50`/`+p99` = target's median percentile minus direct's (added latency); "
+    L.append("Columns: `+p50`/`+p99` = target's median percentile minus direct's (added latency; c=1 sliced: pooled percentiles); "
              "`CPU µs/req` = proxy process utime+stime over the measured run / completed requests "
              "(nginx: master + workers); `peak RSS` = VmHWM at the end of the run after resetting it "
              "before the run (nginx: summed); `spread` = ±half the min–max range of req/s over repeats.")

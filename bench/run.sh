@@ -4,6 +4,7 @@
 # See bench/README.md. One command:   bench/run.sh
 # Knobs (env): DURATION (s, default 10), WARMUP (s, 2), REPEATS (3),
 #   LANES ("c1 c64 c256 s64 t64 ts64"), TTFB_N (300 requests per TTFB run, 0 = skip),
+#   C1_SLICES (5: the c=1 lane's DURATION runs as this many slices, targets taking turns),
 #   PIN (1 = pin the load generator to the last CPU; 0 = no pinning),
 #   SKIP_BUILD (1 = use the existing target/release/switchyard),
 #   LOADGEN (oha | wrk; default oha, wrk used if oha cannot be installed),
@@ -15,6 +16,7 @@ ROOT="$(dirname "$BENCH")"
 DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
+C1_SLICES="${C1_SLICES:-5}"
 LANES="${LANES:-c1 c64 c256 s64 t64 ts64}"
 TTFB_N="${TTFB_N:-300}"
 PIN="${PIN:-1}"
@@ -39,6 +41,7 @@ for l in $LANES; do
   case "$l" in c1|c64|c256|s64|t64|ts64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
+[ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
 
 # ---------------------------------------------------------------- tools
 APT_UPDATED=0
@@ -372,6 +375,7 @@ json.dump({
     "loadgen": lg, "pinning": "$PIN_DESC",
     "nginx": sh("'$NGINX_BIN' -v 2>&1"), "nginx_workers": "$NGINX_WORKERS",
     "duration": $DURATION, "warmup": $WARMUP, "repeats": $REPEATS,
+    "c1_slices": $C1_SLICES if "$LOADGEN" == "oha" else None,
     "idle_rss_mib": $IDLE_RSS_KB / 1024.0,
 }, open(sys.argv[1], "w"), indent=1)
 PY
@@ -409,6 +413,74 @@ if pids.strip():
 print(json.dumps(r))
 PY
   log "$(tail -n1 "$RAW/runs.jsonl" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); c=r.get("cpu_us_per_req"); print("%-10s %-4s r%d: %8.0f req/s  p50 %.3f  p99 %.3f ms  cpu %s us/req  err %d%s" % (r["target"], r["lane"], r["rep"], r["rps"], r["p50_ms"] or -1, r["p99_ms"] or -1, "-" if c is None else "%.1f" % c, r["errors"], "  (reference)" if r.get("ref") else ""))')"
+}
+# The c=1 lane, sliced (oha only): its p99 is the tail of one request at a time, and this machine's
+# noise comes in bursts of seconds that a single 10 s run per target catches or misses. So each
+# repeat splits DURATION into C1_SLICES slices; the three targets take turns slice by slice (the
+# order rotating), every request's latency is kept (oha's per-request CSV), and report.py takes the
+# c=1 percentiles over all of a target's requests pooled. CPU ticks and peak RSS cover the slices.
+measure_c1_sliced() {
+  local rep=$1 slice_ms=$((DURATION * 1000 / C1_SLICES)) t s i pids n
+  local -A ticks=()
+  local targets=(direct nginx switchyard)
+  for t in "${targets[@]}"; do
+    if [ "$WARMUP" -gt 0 ]; then
+      loadgen "http://127.0.0.1:$(target_port "$t")/v1/chat/completions" 1 "$WARMUP" "$BODY_NS" \
+        "$RAW/$t-c1-r$rep.warm.json" ""
+    fi
+    # shellcheck disable=SC2046
+    hwm_reset $(proxy_pids "$t")
+    ticks[$t]=0
+  done
+  for s in $(seq "$C1_SLICES"); do
+    for i in 0 1 2; do
+      t="${targets[$(((s + rep + i) % 3))]}"
+      pids="$(proxy_pids "$t")"
+      # shellcheck disable=SC2086
+      n="$(cpu_ticks $pids)"
+      "${PINNER[@]}" "$OHA" --no-tui --output-format csv -z "${slice_ms}ms" -c 1 -m POST \
+        -H 'content-type: application/json' -d "$BODY_NS" \
+        "http://127.0.0.1:$(target_port "$t")/v1/chat/completions" >"$RAW/$t-c1-r$rep-s$s.csv" \
+        2>"$RAW/$t-c1-r$rep-s$s.err" || true
+      [ -s "$RAW/$t-c1-r$rep-s$s.err" ] || rm -f "$RAW/$t-c1-r$rep-s$s.err"
+      # shellcheck disable=SC2086
+      ticks[$t]=$((ticks[$t] + $(cpu_ticks $pids) - n))
+    done
+  done
+  for t in "${targets[@]}"; do
+    pids="$(proxy_pids "$t")"
+    # shellcheck disable=SC2086
+    python3 - "$RAW" "$t" "$rep" "$C1_SLICES" "$slice_ms" "${ticks[$t]}" "$(getconf CLK_TCK)" \
+      "$(hwm_kib $pids)" "$pids" >>"$RAW/runs.jsonl" <<'PY'
+import json, os, sys
+raw, target, rep, slices, slice_ms, ticks, hz, hwm, pids = sys.argv[1:10]
+lat, errors = [], 0
+for s in range(1, int(slices) + 1):
+    path = os.path.join(raw, f"{target}-c1-r{rep}-s{s}.csv")
+    with open(path) as f:
+        next(f, None)  # request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status
+        for line in f:
+            p = line.rstrip().split(",")
+            if len(p) >= 7 and p[6] == "200":
+                lat.append(float(p[4]) * 1000.0)
+            elif len(p) >= 7:
+                errors += 1
+    os.remove(path)
+# every latency is kept (µs) for report.py to pool over the repeats
+with open(os.path.join(raw, f"lat-c1-{target}-r{rep}.txt"), "w") as f:
+    f.write("\n".join(str(round(x * 1000)) for x in lat))
+lat.sort()
+pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
+r = {"ok": len(lat), "errors": errors, "rps": len(lat) / (int(slices) * int(slice_ms) / 1000.0),
+     "p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999),
+     "target": target, "lane": "c1", "rep": int(rep), "slices": int(slices)}
+if pids.strip():
+    r["cpu_us_per_req"] = int(ticks) / int(hz) * 1e6 / r["ok"] if r["ok"] else None
+    r["hwm_mib"] = int(hwm) / 1024.0
+print(json.dumps(r))
+PY
+    log "$(tail -n1 "$RAW/runs.jsonl" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); c=r.get("cpu_us_per_req"); print("%-10s c1   r%d: %8.0f req/s  p50 %.3f  p99 %.3f ms  cpu %s us/req  err %d  (%d slices)" % (r["target"], r["rep"], r["rps"], r["p50_ms"] or -1, r["p99_ms"] or -1, "-" if c is None else "%.1f" % c, r["errors"], r["slices"]))')"
+  done
 }
 # ttfb_run TARGET LANE PORT PATH BODY HEADER REP -> ttfb.jsonl (LANE "" = the plain OpenAI TTFB run)
 ttfb_run() {
@@ -448,6 +520,14 @@ for rep in $(seq "$REPEATS"); do
             measure "$target" "$lane-$sub" "http://127.0.0.1:$T_PORT$T_PATH" 64 "$T_BODY" "$T_HDR" "$rep"
           done
         done;;
+      c1) if [ "$LOADGEN" = oha ]; then
+            measure_c1_sliced "$rep"
+          else
+            for target in direct nginx switchyard; do
+              measure "$target" c1 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+                1 "$BODY_NS" "" "$rep"
+            done
+          fi;;
       *)
         conc="$(lane_conc "$lane")"; body="$(lane_body "$lane")"
         for target in direct nginx switchyard; do
