@@ -12,7 +12,11 @@
 //! ~9k of the ~95k instructions a proxied request cost). Here an HTTP/1
 //! connection goes back to its thread's idle list when the response body
 //! ends ([`UpstreamBody`]) and a checkout pops the most recent one; an HTTP/2
-//! connection is shared by every request to its host.
+//! connection is shared by every request to its host. While an HTTPS
+//! origin's first connection (or an HTTP/2 origin's next one) is being
+//! opened, other requests to it wait for that one instead of each opening
+//! their own: whether it will be shared is only known once TLS has
+//! negotiated its protocol.
 
 use std::cell::RefCell;
 use std::pin::Pin;
@@ -285,6 +289,11 @@ struct Host {
     idle: std::collections::VecDeque<Idle>,
     /// The origin's HTTP/2 connection, shared by every request.
     h2: Option<H2Sender>,
+    /// What the origin's last new connection negotiated (`None`: none yet).
+    speaks_h2: Option<bool>,
+    /// Set while a connection that may turn out shareable is being opened;
+    /// notified when it is open or has failed.
+    opening: Option<Arc<tokio::sync::Notify>>,
 }
 
 struct Idle {
@@ -305,14 +314,18 @@ enum Conn {
 
 enum Taken {
     Conn(Conn),
-    /// Nothing idle: open a connection with this connector.
-    None(Connector, HeaderValue),
+    /// Nothing idle: open a connection with this connector (holding the
+    /// origin's opening gate, if it took it).
+    None(Connector, HeaderValue, Option<Opening>),
+    /// Another request is opening a connection that may be shared.
+    Wait(Arc<tokio::sync::Notify>),
 }
 
 /// A ready connection to the key's origin.
 async fn checkout(key: &Key) -> Result<Conn, SendError> {
+    let mut may_wait = true;
     loop {
-        match take_idle(key)? {
+        match take_idle(key, may_wait)? {
             Taken::Conn(Conn::H2(mut tx)) => {
                 if tx.ready().await.is_ok() {
                     return Ok(Conn::H2(tx));
@@ -320,16 +333,50 @@ async fn checkout(key: &Key) -> Result<Conn, SendError> {
                 forget_h2(key);
             }
             Taken::Conn(conn) => return Ok(conn),
-            Taken::None(connector, host) => {
+            Taken::None(connector, host, opening) => {
                 // Boxed: the handshakes' futures are large, and a request's
                 // future is moved whole; only new connections pay for it.
-                return Box::pin(connect(connector, key, host)).await;
+                let conn = Box::pin(connect(connector, key, host)).await;
+                drop(opening);
+                return conn;
+            }
+            Taken::Wait(opened) => {
+                // Once only: should that connection fail or be HTTP/1.1,
+                // this request opens its own rather than queue again.
+                may_wait = false;
+                let _ = tokio::time::timeout(key.connect_timeout, opened.notified()).await;
             }
         }
     }
 }
 
-fn take_idle(key: &Key) -> Result<Taken, SendError> {
+/// The right to open an origin's possibly shared connection; dropping it
+/// lets the requests waiting for that connection look again.
+struct Opening {
+    key: Key,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        let _ = POOLS.try_with(|cell| {
+            if let Ok(mut pools) = cell.try_borrow_mut() {
+                if let Ok(host) = host_mut(&mut pools, &self.key) {
+                    if host
+                        .opening
+                        .as_ref()
+                        .is_some_and(|n| Arc::ptr_eq(n, &self.notify))
+                    {
+                        host.opening = None;
+                    }
+                }
+            }
+        });
+        self.notify.notify_waiters();
+    }
+}
+
+fn take_idle(key: &Key, may_wait: bool) -> Result<Taken, SendError> {
     POOLS.with_borrow_mut(|pools| {
         let host = host_mut(pools, key)?;
         if let Some(tx) = &host.h2 {
@@ -344,9 +391,26 @@ fn take_idle(key: &Key) -> Result<Taken, SendError> {
                 return Ok(Taken::Conn(Conn::H1(idle.conn, host.host.clone())));
             }
         }
-        let host = host.host.clone();
-        let pool = pool_mut(pools, key.connect_timeout)?;
-        Ok(Taken::None(pool.connector.clone(), host))
+        // Only TLS can negotiate HTTP/2; an origin known to answer
+        // HTTP/1.1 gets a connection per concurrent request at once.
+        let gated = key.scheme == Scheme::HTTPS && host.speaks_h2 != Some(false);
+        if let (true, true, Some(opened)) = (gated, may_wait, &host.opening) {
+            return Ok(Taken::Wait(opened.clone()));
+        }
+        let take_gate = gated && host.opening.is_none();
+        let header = host.host.clone();
+        let connector = pool_mut(pools, key.connect_timeout)?.connector.clone();
+        let opening = take_gate.then(|| {
+            let notify = Arc::new(tokio::sync::Notify::new());
+            if let Ok(h) = host_mut(pools, key) {
+                h.opening = Some(notify.clone());
+            }
+            Opening {
+                key: key.clone(),
+                notify,
+            }
+        });
+        Ok(Taken::None(connector, header, opening))
     })
 }
 
@@ -366,7 +430,13 @@ async fn connect(
         .await
         .map_err(SendError::Connect)?;
     let io = connector.call(uri).await.map_err(SendError::Connect)?;
-    if !io.connected().is_negotiated_h2() {
+    let h2 = io.connected().is_negotiated_h2();
+    POOLS.with_borrow_mut(|pools| {
+        if let Ok(h) = host_mut(pools, key) {
+            h.speaks_h2 = Some(h2);
+        }
+    });
+    if !h2 {
         return Ok(Conn::H1(h1::Conn::new(TokioIo::new(io)), host));
     }
     let (tx, conn) = http2::Builder::new(TokioExecutor::new())
@@ -445,6 +515,8 @@ fn host_mut<'a>(pools: &'a mut Vec<Pool>, key: &Key) -> Result<&'a mut Host, Sen
         host: host_header(&key.scheme, &key.authority)?,
         idle: std::collections::VecDeque::new(),
         h2: None,
+        speaks_h2: None,
+        opening: None,
     });
     Ok(pool.hosts.last_mut().expect("just pushed"))
 }
@@ -871,9 +943,8 @@ mod tests {
         assert!(heads[0].contains("\r\nhost: localhost:"), "{}", heads[0]);
     }
 
-    #[tokio::test]
-    async fn https_http2_is_negotiated_and_one_connection_is_shared() {
-        trust_test_ca();
+    /// An HTTPS origin speaking HTTP/2 that answers `ok PATH`.
+    async fn h2_origin() -> (String, Arc<AtomicUsize>) {
         let (url, accepted, listener, acceptor) = tls_origin(b"h2").await;
         let a = accepted.clone();
         tokio::spawn(async move {
@@ -896,6 +967,13 @@ mod tests {
                 });
             }
         });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn https_http2_is_negotiated_and_one_connection_is_shared() {
+        trust_test_ca();
+        let (url, accepted) = h2_origin().await;
         let first = call(&url).await.unwrap();
         assert_eq!(first.version(), http::Version::HTTP_2);
         assert_eq!(read(first).await, "ok /v1/chat/completions");
@@ -906,5 +984,43 @@ mod tests {
             assert_eq!(read(resp).await, "ok /v1/chat/completions");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn concurrent_first_requests_to_an_http2_origin_wait_for_one_connection() {
+        trust_test_ca();
+        let (url, accepted) = h2_origin().await;
+        let (a, b, c) = tokio::join!(call(&url), call(&url), call(&url));
+        for resp in [a.unwrap(), b.unwrap(), c.unwrap()] {
+            assert_eq!(resp.version(), http::Version::HTTP_2);
+            assert_eq!(read(resp).await, "ok /v1/chat/completions");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one handshake, shared");
+    }
+
+    #[tokio::test]
+    async fn concurrent_first_requests_to_an_https_http1_origin_each_get_a_connection() {
+        trust_test_ca();
+        let (url, accepted, listener, acceptor) = tls_origin(b"http/1.1").await;
+        let a = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(sock).await {
+                        serve(tls, Mode::KeepAlive, Arc::default()).await;
+                    }
+                });
+            }
+        });
+        // The first waits for no one; the others wait for its handshake,
+        // learn it is HTTP/1.1 and open their own.
+        let (a, b, c) = tokio::join!(call(&url), call(&url), call(&url));
+        for resp in [a.unwrap(), b.unwrap(), c.unwrap()] {
+            assert_eq!(resp.version(), http::Version::HTTP_11);
+            assert_eq!(read(resp).await, "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }
 }

@@ -15,7 +15,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// A connected socket, TLS or not, as the connector hands it over.
 pub type Io = hyper_util::rt::TokioIo<
@@ -101,16 +101,24 @@ impl Conn {
         let c = &mut *self.0;
         encode_head(&mut c.out, req, host);
         let body = req.body();
-        if body.len() <= INLINE_BODY {
+        let rest: &[u8] = if body.len() <= INLINE_BODY {
             c.out.extend_from_slice(body);
-            c.io.write_all(&c.out).await?;
+            &[]
         } else {
-            c.io.write_all(&c.out).await?;
-            c.io.write_all(body).await?;
-        }
-        // TLS holds records until flushed; plain TCP makes this a no-op.
-        c.io.flush().await?;
-        let (head, framing, keep_alive) = self.read_head(req.method()).await?;
+            body
+        };
+        let mut written = 0;
+        let sent =
+            std::future::poll_fn(|cx| c.poll_send(cx, rest, &mut written, req.method())).await?;
+        let (head, framing, keep_alive) = match sent {
+            Sent::All => {
+                // TLS holds records until flushed; plain TCP makes this a no-op.
+                c.io.flush().await?;
+                self.read_head(req.method()).await?
+            }
+            // The rest of the body was never sent: no second request here.
+            Sent::Early(head, framing) => (head, framing, false),
+        };
         Ok((
             head,
             Reader {
@@ -150,14 +158,96 @@ impl Conn {
         }
     }
 
+    fn poll_read_more(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
+        self.0.poll_read_more(cx, want)
+    }
+}
+
+/// How writing a request ended.
+enum Sent {
+    All,
+    /// The upstream answered before it took the whole body (a 413, or a 401
+    /// decided on the head alone): its answer, the rest of the body unsent.
+    Early(Response<()>, Framing),
+}
+
+impl ConnInner {
     /// Read what the socket has into the buffer, room for `want` bytes
     /// made first when little is left.
     fn poll_read_more(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
-        let c = &mut *self.0;
-        if c.buf.capacity() - c.buf.len() < READ_CHUNK / 8 {
-            c.buf.reserve(want);
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 8 {
+            self.buf.reserve(want);
         }
-        tokio_util::io::poll_read_buf(Pin::new(&mut c.io), cx, &mut c.buf)
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+    }
+
+    /// Write `out`, then `body`, from byte `written` on. Whenever the
+    /// upstream takes no more, look for an answer instead: a server may
+    /// refuse a request on its head and never read the body, and waiting
+    /// for the write would then end in a timeout or a reset, not its status.
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        body: &[u8],
+        written: &mut usize,
+        method: &Method,
+    ) -> Poll<Result<Sent, Error>> {
+        loop {
+            let head_len = self.out.len();
+            let rest = match (*written).checked_sub(head_len) {
+                None => &self.out[*written..],
+                Some(i) if i < body.len() => &body[i..],
+                Some(_) => return Poll::Ready(Ok(Sent::All)),
+            };
+            match Pin::new(&mut self.io).poll_write(cx, rest) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(io::Error::from(io::ErrorKind::WriteZero).into()))
+                }
+                Poll::Ready(Ok(n)) => *written += n,
+                // A server that answers and closes without reading the body
+                // resets the connection: its answer may have come first.
+                Poll::Ready(Err(e)) => {
+                    let mut noop = Context::from_waker(Waker::noop());
+                    return Poll::Ready(match self.poll_early_answer(&mut noop, method) {
+                        Poll::Ready(Ok(Some(sent))) => Ok(sent),
+                        _ => Err(e.into()),
+                    });
+                }
+                Poll::Pending => {
+                    return match std::task::ready!(self.poll_early_answer(cx, method)) {
+                        Ok(Some(sent)) => Poll::Ready(Ok(sent)),
+                        Ok(None) => Poll::Ready(Err(Error::Closed)),
+                        Err(e) => Poll::Ready(Err(e)),
+                    };
+                }
+            }
+        }
+    }
+
+    /// An answer that arrived while the request was still going out;
+    /// `None` when the upstream closed without one, pending until it comes.
+    fn poll_early_answer(
+        &mut self,
+        cx: &mut Context<'_>,
+        method: &Method,
+    ) -> Poll<Result<Option<Sent>, Error>> {
+        loop {
+            if !self.buf.is_empty() {
+                match parse_head(&mut self.buf, method)? {
+                    Parsed::Head(head, framing, _) => {
+                        return Poll::Ready(Ok(Some(Sent::Early(head, framing))))
+                    }
+                    Parsed::Informational => continue,
+                    Parsed::Partial if self.buf.len() >= MAX_HEAD => {
+                        return Poll::Ready(Err(Error::Protocol("response head too large")));
+                    }
+                    Parsed::Partial => {}
+                }
+            }
+            if std::task::ready!(self.poll_read_more(cx, READ_CHUNK))? == 0 {
+                return Poll::Ready(Ok(None));
+            }
+        }
     }
 }
 
@@ -637,5 +727,90 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "POST /v1/x?y=1 HTTP/1.1\r\nhost: 127.0.0.1:9\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n"
         );
+    }
+
+    /// A client connection and the server's end of it, both with small
+    /// socket buffers so a large body cannot fit in them.
+    async fn small_buffered_pair() -> (Conn, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpSocket::new_v4().unwrap();
+        listener.set_recv_buffer_size(16 * 1024).unwrap();
+        listener.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listener = listener.listen(1).unwrap();
+        let client = tokio::net::TcpSocket::new_v4().unwrap();
+        client.set_send_buffer_size(16 * 1024).unwrap();
+        let client = client.connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let io = hyper_util::rt::TokioIo::new(hyper_rustls::MaybeHttpsStream::Http(
+            hyper_util::rt::TokioIo::new(client),
+        ));
+        (Conn::new(io), server)
+    }
+
+    /// Reads until the request head has arrived (the body is left unread)
+    /// and answers 413.
+    async fn refuse_on_the_head(server: &mut tokio::net::TcpStream) {
+        use tokio::io::AsyncReadExt;
+        let mut got = Vec::new();
+        let mut byte = [0u8; 1];
+        while !got.ends_with(b"\r\n\r\n") {
+            assert_eq!(server.read(&mut byte).await.unwrap(), 1);
+            got.push(byte[0]);
+        }
+        server
+            .write_all(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 9\r\n\r\ntoo large")
+            .await
+            .unwrap();
+    }
+
+    async fn early_answer(conn: Conn) -> (StatusCode, Vec<u8>, bool) {
+        let req = Request::post("/v1/chat/completions")
+            .body(Bytes::from(vec![b'x'; 4 << 20]))
+            .unwrap();
+        let host = HeaderValue::from_static("upstream");
+        let call = async {
+            let (head, mut reader) = conn.exchange(&req, &host).await.unwrap();
+            let mut body = Vec::new();
+            while let Some(data) = std::future::poll_fn(|cx| reader.poll_data(cx))
+                .await
+                .unwrap()
+            {
+                body.extend_from_slice(&data);
+            }
+            (head.status(), body, reader.into_reusable().is_some())
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), call)
+            .await
+            .expect("the early answer was not taken: the write waited for a reader")
+    }
+
+    #[tokio::test]
+    async fn an_answer_before_the_body_is_taken_while_the_upstream_stops_reading() {
+        let (conn, mut server) = small_buffered_pair().await;
+        let (done, hold) = tokio::sync::oneshot::channel::<()>();
+        let upstream = tokio::spawn(async move {
+            refuse_on_the_head(&mut server).await;
+            // The connection stays open and its body unread.
+            let _ = hold.await;
+        });
+        let (status, body, reusable) = early_answer(conn).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(body, b"too large");
+        assert!(!reusable, "half a body was sent: the connection is spent");
+        drop(done);
+        upstream.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_answer_before_a_reset_is_taken_not_the_reset() {
+        let (conn, mut server) = small_buffered_pair().await;
+        tokio::spawn(async move {
+            refuse_on_the_head(&mut server).await;
+            // Closed with the body unread: the kernel resets the connection.
+        });
+        let (status, body, reusable) = early_answer(conn).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(body, b"too large");
+        assert!(!reusable);
     }
 }
