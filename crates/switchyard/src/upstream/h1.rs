@@ -114,7 +114,7 @@ impl Conn {
             Sent::All => {
                 // TLS holds records until flushed; plain TCP makes this a no-op.
                 c.io.flush().await?;
-                self.read_head(req.method()).await?
+                std::future::poll_fn(|cx| c.poll_head(cx, req.method())).await?
             }
             // The rest of the body was never sent: no second request here.
             Sent::Early(head, framing) => (head, framing, false),
@@ -129,39 +129,14 @@ impl Conn {
         ))
     }
 
-    async fn read_head(&mut self, method: &Method) -> Result<(Response<()>, Framing, bool), Error> {
-        let mut got_any = false;
-        loop {
-            let buf = &mut self.0.buf;
-            if !buf.is_empty() {
-                got_any = true;
-                match parse_head(buf, method)? {
-                    Parsed::Head(head, framing, keep_alive) => {
-                        return Ok((head, framing, keep_alive))
-                    }
-                    // A 100 Continue or 103 Early Hints: the answer follows.
-                    Parsed::Informational => continue,
-                    Parsed::Partial if buf.len() >= MAX_HEAD => {
-                        return Err(Error::Protocol("response head too large"));
-                    }
-                    Parsed::Partial => {}
-                }
-            }
-            let n = std::future::poll_fn(|cx| self.poll_read_more(cx, READ_CHUNK)).await?;
-            if n == 0 {
-                return Err(if got_any {
-                    Error::Protocol("connection closed inside the response head")
-                } else {
-                    Error::Closed
-                });
-            }
-        }
-    }
-
     fn poll_read_more(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
         self.0.poll_read_more(cx, want)
     }
 }
+
+/// A response head, how its body is framed, and whether the connection
+/// can carry another request after it.
+type Head = (Response<()>, Framing, bool);
 
 /// How writing a request ended.
 enum Sent {
@@ -208,35 +183,33 @@ impl ConnInner {
                 // resets the connection: its answer may have come first.
                 Poll::Ready(Err(e)) => {
                     let mut noop = Context::from_waker(Waker::noop());
-                    return Poll::Ready(match self.poll_early_answer(&mut noop, method) {
-                        Poll::Ready(Ok(Some(sent))) => Ok(sent),
+                    return Poll::Ready(match self.poll_head(&mut noop, method) {
+                        Poll::Ready(Ok((head, framing, _))) => Ok(Sent::Early(head, framing)),
                         _ => Err(e.into()),
                     });
                 }
                 Poll::Pending => {
-                    return match std::task::ready!(self.poll_early_answer(cx, method)) {
-                        Ok(Some(sent)) => Poll::Ready(Ok(sent)),
-                        Ok(None) => Poll::Ready(Err(Error::Closed)),
-                        Err(e) => Poll::Ready(Err(e)),
-                    };
+                    let (head, framing, _) = std::task::ready!(self.poll_head(cx, method))?;
+                    return Poll::Ready(Ok(Sent::Early(head, framing)));
                 }
             }
         }
     }
 
-    /// An answer that arrived while the request was still going out;
-    /// `None` when the upstream closed without one, pending until it comes.
-    fn poll_early_answer(
+    /// The response head: its status and headers, how its body is framed
+    /// and whether the connection can carry another request.
+    fn poll_head(
         &mut self,
         cx: &mut Context<'_>,
         method: &Method,
-    ) -> Poll<Result<Option<Sent>, Error>> {
+    ) -> Poll<Result<Head, Error>> {
         loop {
             if !self.buf.is_empty() {
                 match parse_head(&mut self.buf, method)? {
-                    Parsed::Head(head, framing, _) => {
-                        return Poll::Ready(Ok(Some(Sent::Early(head, framing))))
+                    Parsed::Head(head, framing, keep_alive) => {
+                        return Poll::Ready(Ok((head, framing, keep_alive)))
                     }
+                    // A 100 Continue or 103 Early Hints: the answer follows.
                     Parsed::Informational => continue,
                     Parsed::Partial if self.buf.len() >= MAX_HEAD => {
                         return Poll::Ready(Err(Error::Protocol("response head too large")));
@@ -245,7 +218,11 @@ impl ConnInner {
                 }
             }
             if std::task::ready!(self.poll_read_more(cx, READ_CHUNK))? == 0 {
-                return Poll::Ready(Ok(None));
+                return Poll::Ready(Err(if self.buf.is_empty() {
+                    Error::Closed
+                } else {
+                    Error::Protocol("connection closed inside the response head")
+                }));
             }
         }
     }
