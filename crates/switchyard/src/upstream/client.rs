@@ -882,16 +882,17 @@ mod tests {
         TEST_TLS.set(Some(config));
     }
 
-    /// A loopback TLS listener for `localhost` offering `alpn`; the URL
-    /// and a count of accepted connections.
-    async fn tls_origin(
-        alpn: &[u8],
-    ) -> (
-        String,
-        Arc<AtomicUsize>,
-        TcpListener,
-        tokio_rustls::TlsAcceptor,
-    ) {
+    /// A loopback TLS origin for `localhost` offering `alpn`, each
+    /// connection handed to `serve`; its URL and a count of accepted
+    /// connections.
+    async fn tls_origin<F, Fut>(alpn: &[u8], serve: F) -> (String, Arc<AtomicUsize>)
+    where
+        F: Fn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> Fut
+            + Send
+            + Sync
+            + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
         let chain = vec![CertificateDer::from_pem_file(format!("{TLS_DIR}/server.pem")).unwrap()];
         let key = PrivateKeyDer::from_pem_file(format!("{TLS_DIR}/server.key")).unwrap();
@@ -908,26 +909,31 @@ mod tests {
             listener.local_addr().unwrap().port()
         );
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        (url, Arc::new(AtomicUsize::new(0)), listener, acceptor)
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (a, serve) = (accepted.clone(), Arc::new(serve));
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, serve) = (acceptor.clone(), serve.clone());
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(sock).await {
+                        serve(tls).await;
+                    }
+                });
+            }
+        });
+        (url, accepted)
     }
 
     #[tokio::test]
     async fn https_http1_goes_through_the_inline_client_and_reuses_its_connection() {
         trust_test_ca();
-        let (url, accepted, listener, acceptor) = tls_origin(b"http/1.1").await;
         let heads = Arc::new(Mutex::new(Vec::new()));
-        let (a, h) = (accepted.clone(), heads.clone());
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                a.fetch_add(1, Ordering::SeqCst);
-                let (acceptor, h) = (acceptor.clone(), h.clone());
-                tokio::spawn(async move {
-                    if let Ok(tls) = acceptor.accept(sock).await {
-                        serve(tls, Mode::KeepAlive, h).await;
-                    }
-                });
-            }
-        });
+        let h = heads.clone();
+        let (url, accepted) = tls_origin(b"http/1.1", move |tls| {
+            serve(tls, Mode::KeepAlive, h.clone())
+        })
+        .await;
         for _ in 0..3 {
             let resp = call(&url).await.unwrap();
             assert_eq!(resp.version(), http::Version::HTTP_11);
@@ -945,29 +951,18 @@ mod tests {
 
     /// An HTTPS origin speaking HTTP/2 that answers `ok PATH`.
     async fn h2_origin() -> (String, Arc<AtomicUsize>) {
-        let (url, accepted, listener, acceptor) = tls_origin(b"h2").await;
-        let a = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                a.fetch_add(1, Ordering::SeqCst);
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(sock).await else {
-                        return;
-                    };
-                    let answer = hyper::service::service_fn(|req: Request<Incoming>| async move {
-                        let path = req.uri().path().to_owned();
-                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
-                            format!("ok {path}"),
-                        ))))
-                    });
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tls), answer)
-                        .await;
-                });
-            }
-        });
-        (url, accepted)
+        tls_origin(b"h2", |tls| async move {
+            let answer = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                let path = req.uri().path().to_owned();
+                Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(format!(
+                    "ok {path}"
+                )))))
+            });
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), answer)
+                .await;
+        })
+        .await
     }
 
     #[tokio::test]
@@ -1001,19 +996,10 @@ mod tests {
     #[tokio::test]
     async fn concurrent_first_requests_to_an_https_http1_origin_each_get_a_connection() {
         trust_test_ca();
-        let (url, accepted, listener, acceptor) = tls_origin(b"http/1.1").await;
-        let a = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                a.fetch_add(1, Ordering::SeqCst);
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    if let Ok(tls) = acceptor.accept(sock).await {
-                        serve(tls, Mode::KeepAlive, Arc::default()).await;
-                    }
-                });
-            }
-        });
+        let (url, accepted) = tls_origin(b"http/1.1", |tls| {
+            serve(tls, Mode::KeepAlive, Arc::default())
+        })
+        .await;
         // The first waits for no one; the others wait for its handshake,
         // learn it is HTTP/1.1 and open their own.
         let (a, b, c) = tokio::join!(call(&url), call(&url), call(&url));

@@ -198,11 +198,7 @@ impl ConnInner {
 
     /// The response head: its status and headers, how its body is framed
     /// and whether the connection can carry another request.
-    fn poll_head(
-        &mut self,
-        cx: &mut Context<'_>,
-        method: &Method,
-    ) -> Poll<Result<Head, Error>> {
+    fn poll_head(&mut self, cx: &mut Context<'_>, method: &Method) -> Poll<Result<Head, Error>> {
         loop {
             if !self.buf.is_empty() {
                 match parse_head(&mut self.buf, method)? {
