@@ -227,6 +227,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for ClientSer
 }
 
 async fn serve_http1(listener: TcpListener, service: ClientService, stop: CancellationToken) {
+    tokio::spawn(sweep_upstream_idle(stop.clone()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let accepted = tokio::select! {
@@ -275,6 +276,21 @@ fn serve(
             tracing::error!("listener stopped: {e}");
         }
     })
+}
+
+/// This thread's idle upstream connections (pools are per thread), looked
+/// over now and then: closed or stale ones are let go.
+async fn sweep_upstream_idle(stop: CancellationToken) {
+    let mut tick = tokio::time::interval(crate::upstream::client::SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {
+                crate::upstream::client::sweep_idle();
+            }
+        }
+    }
 }
 
 /// Expired store records (old windows, sessions) are dropped now and then.

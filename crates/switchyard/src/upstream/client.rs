@@ -12,7 +12,9 @@
 //! ~9k of the ~95k instructions a proxied request cost). Here an HTTP/1
 //! connection goes back to its thread's idle list when the response body
 //! ends ([`UpstreamBody`]) and a checkout pops the most recent one; an HTTP/2
-//! connection is shared by every request to its host. While an HTTPS
+//! connection is shared by every request to its host. Each worker sweeps
+//! its idle connections every `SWEEP_EVERY` ([`sweep_idle`]): those the
+//! upstream closed or that idled too long are let go. While an HTTPS
 //! origin's first connection (or an HTTP/2 origin's next one) is being
 //! opened, other requests to it wait for that one instead of each opening
 //! their own: whether it will be shared is only known once TLS has
@@ -45,6 +47,8 @@ type H2Sender = http2::SendRequest<Full<Bytes>>;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Idle connections kept per host and thread.
 const MAX_IDLE_PER_HOST: usize = 1024;
+/// How often each worker thread looks over its idle connections.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 thread_local! {
     static POOLS: RefCell<Vec<Pool>> = const { RefCell::new(Vec::new()) };
@@ -476,6 +480,28 @@ fn put_back(key: &Key, conn: h1::Conn) {
     });
 }
 
+/// Close this thread's idle connections that the upstream has closed or
+/// that have idled past `IDLE_TIMEOUT`. Without it, after a burst they would
+/// hold the upstream's connection slots (or sit in CLOSE_WAIT) until traffic
+/// came back to find them. Returns how many were closed.
+pub fn sweep_idle() -> usize {
+    POOLS
+        .try_with(|cell| {
+            let Ok(mut pools) = cell.try_borrow_mut() else {
+                return 0;
+            };
+            let now = Instant::now();
+            let mut closed = 0;
+            for host in pools.iter_mut().flat_map(|p| p.hosts.iter_mut()) {
+                let before = host.idle.len();
+                host.idle.retain_mut(|i| i.usable(now));
+                closed += before - host.idle.len();
+            }
+            closed
+        })
+        .unwrap_or(0)
+}
+
 fn forget_h2(key: &Key) {
     POOLS.with_borrow_mut(|pools| {
         if let Ok(h) = host_mut(pools, key) {
@@ -835,6 +861,28 @@ mod tests {
             }
             assert_eq!(o.accepted.load(Ordering::SeqCst), 3);
         }
+    }
+
+    /// Idle connections to `url`'s origin in this thread's pool.
+    fn idle_for(url: &str) -> usize {
+        // The connect timeout `call` uses: one pool per timeout.
+        let key = Key::of(Duration::from_secs(2), &url.parse().unwrap()).unwrap();
+        POOLS.with_borrow_mut(|pools| host_mut(pools, &key).map_or(0, |h| h.idle.len()))
+    }
+
+    #[tokio::test]
+    async fn idle_connections_the_upstream_closed_are_swept() {
+        let (closing, open) = (origin(Mode::DropAfter).await, origin(Mode::KeepAlive).await);
+        for o in [&closing, &open] {
+            let resp = call(&o.url).await.unwrap();
+            assert_eq!(read(resp).await, "ok");
+            assert_eq!(idle_for(&o.url), 1);
+        }
+        // Let the reactor see the one origin's close.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sweep_idle();
+        assert_eq!(idle_for(&closing.url), 0, "closed by the upstream: gone");
+        assert_eq!(idle_for(&open.url), 1, "still open: kept");
     }
 
     #[tokio::test]
