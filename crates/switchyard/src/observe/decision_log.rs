@@ -19,6 +19,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// a second rather than 50 on an idle gateway); the first line after a quiet
 /// spell waits at most this long.
 const IDLE_TICK: Duration = Duration::from_millis(250);
+/// Ticks without a line before the writer slows down (50 × 20 ms = 1 s).
 const QUIET_TICKS: u32 = 50;
 /// Per thread, lines waiting beyond this many bytes are dropped.
 const MAX_PENDING: usize = 8 * 1024 * 1024;
@@ -147,7 +148,11 @@ fn write_loop(buffers: &Mutex<Vec<Buffer>>, alive: &Weak<Batches>) {
     let mut spare: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut quiet = 0u32;
     loop {
-        std::thread::sleep(if quiet >= QUIET_TICKS { IDLE_TICK } else { TICK });
+        std::thread::sleep(if quiet >= QUIET_TICKS {
+            IDLE_TICK
+        } else {
+            TICK
+        });
         quiet = quiet.saturating_add(1);
         let last = alive.strong_count() == 0;
         let all: Vec<_> = lock(buffers).clone();

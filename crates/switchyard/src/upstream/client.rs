@@ -398,6 +398,15 @@ fn take_idle(key: &Key, may_wait: bool) -> Result<Taken, SendError> {
         // Only TLS can negotiate HTTP/2; an origin known to answer
         // HTTP/1.1 gets a connection per concurrent request at once.
         let gated = key.scheme == Scheme::HTTPS && host.speaks_h2 != Some(false);
+        // A gate only this map still holds lost its opener without being
+        // cleared: no one will open through it.
+        if host
+            .opening
+            .as_ref()
+            .is_some_and(|n| Arc::strong_count(n) == 1)
+        {
+            host.opening = None;
+        }
         if let (true, true, Some(opened)) = (gated, may_wait, &host.opening) {
             return Ok(Taken::Wait(opened.clone()));
         }
