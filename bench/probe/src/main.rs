@@ -71,6 +71,10 @@ fn run() -> Result<(), String> {
         .iter()
         .map(|a| parse_target(a))
         .collect::<Result<Vec<_>, _>>()?;
+    // All orders of up to 6 targets is at most 720 rounds to rotate through.
+    if targets.len() > 6 {
+        return Err("at most 6 targets".into());
+    }
     let orders = permutations(targets.len());
 
     drive(&mut targets, &orders, block, warmup);
@@ -281,4 +285,48 @@ fn fill(conn: &mut Conn) -> io::Result<()> {
     }
     conn.filled += n;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_order_once() {
+        for n in 1..=5 {
+            let mut all = permutations(n);
+            let count = all.len();
+            all.sort();
+            all.dedup();
+            assert_eq!(all.len(), count, "no order twice");
+            assert_eq!(count, (1..=n).product::<usize>(), "n! orders of {n}");
+            assert!(all.iter().all(|p| {
+                let mut q = p.clone();
+                q.sort_unstable();
+                q == (0..n).collect::<Vec<_>>()
+            }));
+        }
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), Some(51));
+        assert_eq!(percentile(&v, 0.99), Some(100));
+        assert_eq!(percentile(&v, 1.0), Some(100));
+        assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn targets_keep_an_equals_sign_in_the_body() {
+        let t = parse_target(r#"a=18080={"x":"1=2"}"#).unwrap();
+        assert_eq!((t.name.as_str(), t.port), ("a", 18080));
+        let req = String::from_utf8(t.request).unwrap();
+        assert!(
+            req.ends_with("content-length: 11\r\n\r\n{\"x\":\"1=2\"}"),
+            "{req}"
+        );
+        assert!(parse_target("a=notaport={}").is_err());
+        assert!(parse_target("justaname").is_err());
+    }
 }

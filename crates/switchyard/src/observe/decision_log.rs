@@ -12,15 +12,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-/// How often the writer drains the buffers while lines come: a line waits
-/// at most this long.
+/// How often the writer drains the buffers: a line waits at most this long.
 const TICK: Duration = Duration::from_millis(20);
-/// After a second with no line the writer wakes this seldom instead (4 times
-/// a second rather than 50 on an idle gateway); the first line after a quiet
-/// spell waits at most this long.
-const IDLE_TICK: Duration = Duration::from_millis(250);
-/// Ticks without a line before the writer slows down (50 × 20 ms = 1 s).
-const QUIET_TICKS: u32 = 50;
 /// Per thread, lines waiting beyond this many bytes are dropped.
 const MAX_PENDING: usize = 8 * 1024 * 1024;
 
@@ -146,14 +139,8 @@ impl DecisionSink {
 fn write_loop(buffers: &Mutex<Vec<Buffer>>, alive: &Weak<Batches>) {
     let stdout = std::io::stdout();
     let mut spare: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let mut quiet = 0u32;
     loop {
-        std::thread::sleep(if quiet >= QUIET_TICKS {
-            IDLE_TICK
-        } else {
-            TICK
-        });
-        quiet = quiet.saturating_add(1);
+        std::thread::sleep(TICK);
         let last = alive.strong_count() == 0;
         let all: Vec<_> = lock(buffers).clone();
         let mut out = stdout.lock();
@@ -162,7 +149,6 @@ fn write_loop(buffers: &Mutex<Vec<Buffer>>, alive: &Weak<Batches>) {
             if !spare.is_empty() {
                 let _ = out.write_all(&spare);
                 spare.clear();
-                quiet = 0;
             }
         }
         let _ = out.flush();
