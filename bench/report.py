@@ -98,7 +98,7 @@ def main():
             rs = [r for r in runs if r["target"] == t and r["lane"] == lane and not r.get("ref")]
             if rs:
                 agg[(t, lane)] = summarize(rs)
-        # sliced c=1: percentiles over all requests pooled, not the median of the repeats'
+        # sliced c=1: percentiles over all requests pooled, not the median of the repeats
         pooled = pooled_c1(raw, t) if (t, "c1") in agg else None
         if pooled:
             agg[(t, "c1")].update(pooled)

@@ -566,7 +566,7 @@ impl Reader {
 mod tests {
     use super::*;
 
-    fn head(raw: &str) -> Result<(Response<()>, Framing, bool), Error> {
+    fn head(raw: &str) -> Result<Head, Error> {
         let mut buf = BytesMut::from(raw);
         loop {
             match parse_head(&mut buf, &Method::POST)? {
