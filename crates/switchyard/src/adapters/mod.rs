@@ -212,8 +212,7 @@ pub async fn read_body(
     limit: usize,
     deadline: Instant,
 ) -> Result<Bytes, GatewayError> {
-    let limited = http_body_util::Limited::new(body, limit);
-    match tokio::time::timeout_at(deadline, limited.collect()).await {
+    match tokio::time::timeout_at(deadline, collect(body, limit)).await {
         Err(_) => Err(GatewayError::upstream(
             ErrorCode::Timeout,
             "upstream did not finish its answer in time",
@@ -222,8 +221,41 @@ pub async fn read_body(
             ErrorCode::ConnectionError,
             format!("upstream body could not be read: {e}"),
         )),
-        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Ok(b)) => Ok(b),
     }
+}
+
+/// The body's bytes. A body that comes in one piece (the usual answer,
+/// already in the buffer with its head) is that piece, not copied.
+async fn collect<B>(mut body: B, limit: usize) -> Result<Bytes, std::io::Error>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let too_large = || std::io::Error::other("length limit exceeded");
+    let mut first = Bytes::new();
+    let mut joined: Option<bytes::BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| std::io::Error::other(e.to_string()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let len = joined.as_ref().map_or(first.len(), |j| j.len());
+        if len + data.len() > limit {
+            return Err(too_large());
+        }
+        match &mut joined {
+            Some(j) => j.extend_from_slice(&data),
+            None if first.is_empty() => first = data,
+            None => {
+                let mut j = bytes::BytesMut::with_capacity(first.len() + data.len());
+                j.extend_from_slice(&first);
+                j.extend_from_slice(&data);
+                joined = Some(j);
+            }
+        }
+    }
+    Ok(joined.map_or(first, bytes::BytesMut::freeze))
 }
 
 /// The earlier of a phase deadline and the whole-request deadline.
@@ -234,4 +266,49 @@ pub fn earliest(phase: Instant, whole: Option<Instant>) -> Instant {
 /// A silent upstream: `timeout`, not retried, falls back at once.
 pub fn silent(what: &str) -> GatewayError {
     GatewayError::upstream(ErrorCode::Timeout, format!("upstream timed out: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collect;
+    use bytes::Bytes;
+    use http_body::Frame;
+    use http_body_util::StreamBody;
+
+    fn body(
+        parts: &[&'static str],
+    ) -> StreamBody<impl futures_util::Stream<Item = Result<Frame<Bytes>, String>> + Unpin> {
+        let frames: Vec<_> = parts
+            .iter()
+            .map(|p| Ok(Frame::data(Bytes::from_static(p.as_bytes()))))
+            .chain([Ok(Frame::trailers(http::HeaderMap::new()))])
+            .collect();
+        StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn one_piece_is_kept_and_pieces_are_joined_in_order() {
+        const ONE: &str = "{\"id\":1}";
+        let got = collect(body(&[ONE]), 100).await.unwrap();
+        assert_eq!(
+            (&got[..], got.as_ptr()),
+            (ONE.as_bytes(), ONE.as_ptr()),
+            "not copied"
+        );
+        let got = collect(body(&["ab", "", "cd", "e"]), 100).await.unwrap();
+        assert_eq!(&got[..], b"abcde");
+        assert!(collect(body(&[]), 100).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_limit_counts_every_piece() {
+        assert_eq!(
+            &collect(body(&["abc", "de"]), 5).await.unwrap()[..],
+            b"abcde"
+        );
+        let err = collect(body(&["abc", "def"]), 5).await.unwrap_err();
+        assert_eq!(err.to_string(), "length limit exceeded");
+        let err = collect(body(&["abcdef"]), 5).await.unwrap_err();
+        assert_eq!(err.to_string(), "length limit exceeded");
+    }
 }

@@ -24,6 +24,8 @@ pub type Io = hyper_util::rt::TokioIo<
 
 /// A response head larger than this is refused.
 const MAX_HEAD: usize = 64 * 1024;
+// `parse_head` keeps offsets into a head as u16.
+const _: () = assert!(MAX_HEAD <= u16::MAX as usize + 1);
 const MAX_HEADERS: usize = 100;
 /// Bytes asked of the socket per read, and the most for a long body.
 const READ_CHUNK: usize = 8 * 1024;
@@ -270,6 +272,10 @@ fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Parsed, Error> {
     let len = match httparse::ParserConfig::default()
         .parse_response_with_uninit_headers(&mut res, buf, &mut slots)
     {
+        // One read can bring more than MAX_HEAD: the bound holds either way.
+        Ok(httparse::Status::Complete(n)) if n > MAX_HEAD => {
+            return Err(Error::Protocol("response head too large"))
+        }
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
         Err(httparse::Error::TooManyHeaders) => return Err(Error::Protocol("too many headers")),
@@ -291,18 +297,22 @@ fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Parsed, Error> {
     // Where each name and value sits in the head, to slice it once frozen.
     let base = buf.as_ptr() as usize;
     let count = res.headers.len();
-    let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
+    // u16 offsets: a head is at most MAX_HEAD (64 KiB) long; small, so the
+    // array costs no 3 KiB memset per answer.
+    let mut spans = [(0u16, 0u16, 0u16, 0u16); MAX_HEADERS];
     for (span, h) in spans.iter_mut().zip(res.headers.iter()) {
+        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u16;
         *span = (
-            h.name.as_ptr() as usize - base,
-            h.name.len(),
-            h.value.as_ptr() as usize - base,
-            h.value.len(),
+            at(h.name.as_bytes()),
+            h.name.len() as u16,
+            at(h.value),
+            h.value.len() as u16,
         );
     }
     let head = buf.split_to(len).freeze();
     let mut headers = HeaderMap::with_capacity(count);
     for &(ns, nl, vs, vl) in &spans[..count] {
+        let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
         let name = HeaderName::from_bytes(&head[ns..ns + nl])
             .map_err(|_| Error::Protocol("bad header name"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl))
@@ -685,6 +695,29 @@ mod tests {
             parse_head(&mut buf, &Method::POST),
             Ok(Parsed::Partial)
         ));
+    }
+
+    /// Header offsets are kept as u16: a head just under the bound keeps
+    /// every value in place, one over it is refused, even when it came in
+    /// one read.
+    #[test]
+    fn heads_up_to_the_bound_parse_and_longer_ones_are_refused() {
+        let build = |pad: usize| {
+            format!(
+                "HTTP/1.1 200 OK\r\nx-pad: {}\r\nx-last: tail\r\ncontent-length: 0\r\n\r\n",
+                "p".repeat(pad)
+            )
+        };
+        let fixed = build(0).len();
+        let (h, _, _) = head(&build(MAX_HEAD - fixed)).unwrap();
+        assert_eq!(h.headers()["x-pad"].len(), MAX_HEAD - fixed);
+        assert_eq!(h.headers()["x-last"], "tail");
+        assert_eq!(h.headers()["content-length"], "0");
+        let err = head(&build(MAX_HEAD - fixed + 1)).unwrap_err();
+        assert!(
+            matches!(err, Error::Protocol("response head too large")),
+            "{err:?}"
+        );
     }
 
     #[test]
