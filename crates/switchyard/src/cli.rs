@@ -96,7 +96,7 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
             running.admin_url()
         );
     }
-    let _ = tokio::signal::ctrl_c().await;
+    stop_signal().await;
     tracing::info!("shutting down: finishing in-flight requests");
     running.shutdown().await;
     // Every sink clone is gone with the server: the writer drains and exits.
@@ -104,6 +104,22 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
         let _ = tokio::task::spawn_blocking(move || w.join()).await;
     }
     ExitCode::SUCCESS
+}
+
+/// Ctrl-C, or SIGTERM: what `docker stop`, Kubernetes and systemd send. Both
+/// stop the gateway the same way: in-flight requests finish and every
+/// decision-log line is written before it exits.
+async fn stop_signal() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// `switchyard mock --listen ADDR`

@@ -1,4 +1,5 @@
-//! The `switchyard` binary's `check` command on real files.
+//! The `switchyard` binary on real files and signals: `check`, and `serve`
+//! refusing a bad config and stopping cleanly on SIGTERM.
 
 use std::process::Command;
 
@@ -85,4 +86,92 @@ fn serve_refuses_a_bad_config_with_exit_1() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `docker stop`, Kubernetes and systemd stop a process with SIGTERM: a
+/// request in flight at that moment still gets its answer, the decision-log
+/// line of every request is written, and the exit is clean (code 0).
+#[tokio::test]
+async fn serve_stops_cleanly_on_sigterm() {
+    let mock = switchyard_mock::MockServer::start("127.0.0.1:0")
+        .await
+        .unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.yaml");
+    let yaml = format!(
+        "server: {{ listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{admin} }}
+providers:
+  mock: {{ protocol: openai, base_url: {} }}
+models:
+  - {{ id: mock/gpt-4o-mini, provider: mock, model: gpt-4o-mini }}
+routes:
+  chat: {{ strategy: priority, targets: [mock/gpt-4o-mini] }}
+observability: {{ log_format: json, log_requests: true }}
+",
+        mock.base_url()
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let http = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..200 {
+        let health = http.get(format!("http://127.0.0.1:{admin}/healthz")).send();
+        if health.await.is_ok_and(|r| r.status() == 200) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(up, "the gateway did not come up");
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let body = |ms: u64| {
+        serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}],
+            "mock": {"latency_ms": ms}})
+    };
+    let first = http.post(&url).json(&body(0)).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let slow = tokio::spawn(http.post(&url).json(&body(800)).send());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let kill = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {pid}")])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let slow = slow
+        .await
+        .unwrap()
+        .expect("the in-flight request is answered");
+    assert_eq!(slow.status(), 200);
+    let ids = [&first, &slow].map(|r| r.headers()["x-request-id"].to_str().unwrap().to_owned());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("the gateway exits after SIGTERM")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{:?}", out.status);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    for id in ids {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(&format!("\"request_id\":\"{id}\""))),
+            "no decision-log line for {id}:\n{stdout}"
+        );
+    }
 }

@@ -4,18 +4,35 @@
 //! thread swaps the buffers out every tick and writes them to stdout in one
 //! go. No allocation, channel hop or copy per line. Should the writer fall
 //! behind, a buffer stops growing at `MAX_PENDING` and further lines are
-//! dropped and counted.
+//! dropped and counted. On an idle gateway the writer sleeps until the first
+//! new line wakes it, instead of ticking.
 
 use std::cell::RefCell;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::thread::Thread;
 use std::time::Duration;
 
-/// How often the writer drains the buffers: a line waits at most this long.
-const TICK: Duration = Duration::from_millis(20);
 /// Per thread, lines waiting beyond this many bytes are dropped.
 const MAX_PENDING: usize = 8 * 1024 * 1024;
+
+/// When the writer drains the buffers.
+#[derive(Clone, Copy)]
+struct Pacing {
+    /// While lines come: a line waits at most this long.
+    tick: Duration,
+    /// With no line for this long the writer goes idle ...
+    quiet_after: Duration,
+    /// ... and sleeps until a line wakes it, or this long at most.
+    idle_wait: Duration,
+}
+
+const PACING: Pacing = Pacing {
+    tick: Duration::from_millis(20),
+    quiet_after: Duration::from_secs(1),
+    idle_wait: Duration::from_secs(60),
+};
 
 #[derive(Clone, Default)]
 pub enum DecisionSink {
@@ -46,6 +63,43 @@ pub struct Batches {
     id: usize,
     buffers: Buffers,
     dropped: AtomicU64,
+    /// The writer sleeps until woken: the next line must wake it.
+    idle: AtomicBool,
+    writer: OnceLock<Thread>,
+}
+
+impl Batches {
+    fn new() -> Self {
+        Batches {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            buffers: Arc::default(),
+            dropped: AtomicU64::new(0),
+            idle: AtomicBool::new(false),
+            writer: OnceLock::new(),
+        }
+    }
+
+    /// Called after a line went into a buffer. SeqCst pairs with the
+    /// writer's store-then-recheck in `go_idle`: either it sees the line or
+    /// this sees `idle`.
+    fn line_added(&self) {
+        if self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst) {
+            self.wake_writer();
+        }
+    }
+
+    fn wake_writer(&self) {
+        if let Some(t) = self.writer.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// The last sink is gone: let the writer drain and exit now.
+impl Drop for Batches {
+    fn drop(&mut self) {
+        self.wake_writer();
+    }
 }
 
 thread_local! {
@@ -80,17 +134,23 @@ impl DecisionSink {
     /// Start the writer thread. Join the handle after every sink clone is
     /// dropped (the server has shut down) so no line is lost at exit.
     pub fn stdout() -> (DecisionSink, Option<std::thread::JoinHandle<()>>) {
-        let batches = Arc::new(Batches {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            buffers: Arc::default(),
-            dropped: AtomicU64::new(0),
-        });
+        Self::writing_to(std::io::stdout(), PACING)
+    }
+
+    fn writing_to(
+        out: impl Write + Send + 'static,
+        pacing: Pacing,
+    ) -> (DecisionSink, Option<std::thread::JoinHandle<()>>) {
+        let batches = Arc::new(Batches::new());
         let (buffers, alive) = (batches.buffers.clone(), Arc::downgrade(&batches));
         match std::thread::Builder::new()
             .name("decision-log".into())
-            .spawn(move || write_loop(&buffers, &alive))
+            .spawn(move || write_loop(out, &buffers, &alive, pacing))
         {
-            Ok(handle) => (DecisionSink::Stdout(batches), Some(handle)),
+            Ok(handle) => {
+                let _ = batches.writer.set(handle.thread().clone());
+                (DecisionSink::Stdout(batches), Some(handle))
+            }
             Err(_) => (DecisionSink::Off, None),
         }
     }
@@ -121,6 +181,8 @@ impl DecisionSink {
                     // Never half a line.
                     Err(_) => buf.truncate(start),
                 }
+                drop(buf);
+                batches.line_added();
             }),
             DecisionSink::Capture(lines) => {
                 let mut buf = Vec::new();
@@ -134,28 +196,53 @@ impl DecisionSink {
 }
 
 /// Every tick: swap each thread's buffer for an empty one (holding its lock
-/// only for the swap) and write them all. Exits, after a last drain, once
-/// every sink is gone.
-fn write_loop(buffers: &Mutex<Vec<Buffer>>, alive: &Weak<Batches>) {
-    let stdout = std::io::stdout();
+/// only for the swap) and write them all. After `quiet_after` without a
+/// line, sleep until a line (or the last sink's drop) wakes it. Exits,
+/// after a last drain, once every sink is gone.
+fn write_loop(
+    mut out: impl Write,
+    buffers: &Mutex<Vec<Buffer>>,
+    alive: &Weak<Batches>,
+    pacing: Pacing,
+) {
     let mut spare: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let quiet_ticks = pacing.quiet_after.as_millis() / pacing.tick.as_millis().max(1);
+    let (mut quiet, mut idle) = (0, false);
     loop {
-        std::thread::sleep(TICK);
+        if idle {
+            std::thread::park_timeout(pacing.idle_wait);
+        } else {
+            std::thread::sleep(pacing.tick);
+        }
         let last = alive.strong_count() == 0;
         let all: Vec<_> = lock(buffers).clone();
-        let mut out = stdout.lock();
+        let mut wrote = false;
         for b in &all {
             std::mem::swap(&mut *lock(b), &mut spare);
             if !spare.is_empty() {
                 let _ = out.write_all(&spare);
                 spare.clear();
+                wrote = true;
             }
         }
         let _ = out.flush();
         if last {
             return;
         }
+        quiet = if wrote { 0 } else { quiet + 1 };
+        idle = quiet >= quiet_ticks && alive.upgrade().is_some_and(|b| go_idle(&b, &all));
     }
+}
+
+/// Mark the writer idle unless a line slipped in meanwhile (SeqCst store,
+/// then each buffer looked at under its lock: see `line_added`).
+fn go_idle(batches: &Batches, all: &[Buffer]) -> bool {
+    batches.idle.store(true, Ordering::SeqCst);
+    if all.iter().any(|b| !lock(b).is_empty()) || lock(&batches.buffers).len() != all.len() {
+        batches.idle.store(false, Ordering::SeqCst);
+        return false;
+    }
+    true
 }
 
 #[cfg(test)]
@@ -163,11 +250,7 @@ mod tests {
     use super::*;
 
     fn unwritten() -> Arc<Batches> {
-        Arc::new(Batches {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            buffers: Arc::default(),
-            dropped: AtomicU64::new(0),
-        })
+        Arc::new(Batches::new())
     }
 
     #[test]
@@ -202,6 +285,70 @@ mod tests {
             .iter()
             .all(|l| l.starts_with("{\"t\":") && l.ends_with('}')));
         assert_eq!(batches.dropped.load(Ordering::Relaxed), 0);
+    }
+
+    /// A writer target the test can read back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn within(limit: Duration, done: impl Fn() -> bool) -> bool {
+        let end = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < end {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        done()
+    }
+
+    /// Idle, the writer sleeps for up to an hour here: every line below
+    /// arrives within seconds only because it wakes the writer, and the
+    /// writer exits when the last sink goes, not an hour later.
+    #[test]
+    fn an_idle_writer_wakes_for_each_line_and_exits_with_the_last_sink() {
+        let out = Shared::default();
+        let pacing = Pacing {
+            tick: Duration::from_millis(2),
+            quiet_after: Duration::from_millis(20),
+            idle_wait: Duration::from_secs(3600),
+        };
+        let (sink, handle) = DecisionSink::writing_to(out.clone(), pacing);
+        let handle = handle.expect("writer thread");
+        let DecisionSink::Stdout(batches) = &sink else {
+            unreachable!()
+        };
+        let idle = || batches.idle.load(Ordering::SeqCst);
+        let text = || String::from_utf8(lock(&out.0).clone()).unwrap();
+        let mut want = String::new();
+        for i in 0..10 {
+            assert!(
+                within(Duration::from_secs(5), idle),
+                "round {i}: never went idle"
+            );
+            sink.write_with(|b| write!(b, "line {i}"));
+            want.push_str(&format!("line {i}\n"));
+            assert!(
+                within(Duration::from_secs(5), || text() == want),
+                "round {i}: {:?}",
+                text()
+            );
+        }
+        assert!(within(Duration::from_secs(5), idle));
+        drop(sink);
+        assert!(within(Duration::from_secs(5), || handle.is_finished()));
+        handle.join().unwrap();
+        assert_eq!(text(), want);
     }
 
     #[test]
