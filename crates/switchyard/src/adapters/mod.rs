@@ -240,6 +240,9 @@ where
         let Ok(data) = frame.into_data() else {
             continue;
         };
+        if data.is_empty() {
+            continue;
+        }
         let len = joined.as_ref().map_or(first.len(), |j| j.len());
         if len + data.len() > limit {
             return Err(too_large());
