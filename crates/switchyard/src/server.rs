@@ -255,7 +255,9 @@ async fn serve_http1(listener: TcpListener, service: ClientService, stop: Cancel
             let _ = conn.await;
         });
     }
-    // In-flight requests finish; new ones are refused.
+    // New connections are refused (the listening socket closes now, not
+    // after the drain); requests in flight finish.
+    drop(listener);
     graceful.shutdown().await;
 }
 

@@ -97,8 +97,9 @@ fn free_port() -> u16 {
 }
 
 /// `docker stop`, Kubernetes and systemd stop a process with SIGTERM: a
-/// request in flight at that moment still gets its answer, the decision-log
-/// line of every request is written, and the exit is clean (code 0).
+/// request in flight at that moment still gets its answer, a new connection
+/// is refused, the decision-log line of every request is written, and the
+/// exit is clean (code 0).
 #[tokio::test]
 async fn serve_stops_cleanly_on_sigterm() {
     let mock = switchyard_mock::MockServer::start("127.0.0.1:0")
@@ -154,6 +155,14 @@ observability: {{ log_format: json, log_requests: true }}
         .status()
         .unwrap();
     assert!(kill.success());
+    // Stopping: a new connection is refused while the slow request drains.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let late = reqwest::Client::new()
+        .post(&url)
+        .json(&body(0))
+        .send()
+        .await;
+    assert!(late.as_ref().is_err_and(|e| e.is_connect()), "{late:?}");
     let slow = slow
         .await
         .unwrap()

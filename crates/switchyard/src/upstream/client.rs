@@ -492,23 +492,16 @@ fn put_back(key: &Key, conn: h1::Conn) {
 /// Close this thread's idle connections that the upstream has closed or
 /// that have idled past `IDLE_TIMEOUT`. Without it, after a burst they would
 /// hold the upstream's connection slots (or sit in CLOSE_WAIT) until traffic
-/// came back to find them. Returns how many were closed.
-pub fn sweep_idle() -> usize {
-    POOLS
-        .try_with(|cell| {
-            let Ok(mut pools) = cell.try_borrow_mut() else {
-                return 0;
-            };
+/// came back to find them.
+pub fn sweep_idle() {
+    let _ = POOLS.try_with(|cell| {
+        if let Ok(mut pools) = cell.try_borrow_mut() {
             let now = Instant::now();
-            let mut closed = 0;
             for host in pools.iter_mut().flat_map(|p| p.hosts.iter_mut()) {
-                let before = host.idle.len();
                 host.idle.retain_mut(|i| i.usable(now));
-                closed += before - host.idle.len();
             }
-            closed
-        })
-        .unwrap_or(0)
+        }
+    });
 }
 
 fn forget_h2(key: &Key) {

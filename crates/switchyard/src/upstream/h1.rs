@@ -91,7 +91,7 @@ impl Conn {
     pub fn is_open(&mut self) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         // Ready means end of file, an error, or bytes nobody asked for.
-        self.poll_read_more(&mut cx, READ_CHUNK).is_pending()
+        self.0.poll_read_more(&mut cx, READ_CHUNK).is_pending()
     }
 
     /// Send the request; the response head, and its body to read.
@@ -129,10 +129,6 @@ impl Conn {
                 keep_alive,
             },
         ))
-    }
-
-    fn poll_read_more(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
-        self.0.poll_read_more(cx, want)
     }
 }
 
@@ -525,7 +521,7 @@ impl Reader {
                 }
                 _ => READ_CHUNK,
             };
-            if std::task::ready!(self.conn.poll_read_more(cx, want))? == 0 {
+            if std::task::ready!(self.conn.0.poll_read_more(cx, want))? == 0 {
                 if let Framing::ToClose = self.framing {
                     self.framing = Framing::Done;
                     return Poll::Ready(Ok(None));
