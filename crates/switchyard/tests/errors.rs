@@ -127,6 +127,39 @@ async fn silent_upstream_is_timeout_within_first_byte() {
     assert!(started.elapsed() < std::time::Duration::from_secs(3));
 }
 
+/// `first_byte` bounds a whole answer's body too, not just its headers: an
+/// upstream that sends its headers at once and its body seconds later is a
+/// silent one, and the next target answers (contract §2 `first_byte`).
+#[tokio::test]
+async fn headers_without_a_body_time_out_at_first_byte_and_fall_back() {
+    let yaml = r#"
+providers:
+  slow:
+    protocol: openai
+    base_url: "{mock}/v1"
+    timeouts: { first_byte: 300ms, total: 30s }
+    options: { mock: { fault: first_event_delay, first_event_delay_ms: 6000 } }
+  good: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: slow/m, provider: slow, model: m }
+  - { id: good/m, provider: good, model: m }
+routes:
+  chat: { targets: [slow/m, good/m] }
+"#;
+    let h = common::start(yaml).await;
+    let resp = h.post(chat(json!({}))).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "good/m");
+    assert_eq!(resp.headers()["x-switchyard-fallback-reason"], "timeout");
+    let d = h.decision(0).await;
+    assert_eq!(d["attempts"][0]["outcome"], "timeout", "{d}");
+    // Bounded by first_byte (300 ms), not by the 6 s body delay.
+    assert!(
+        d["attempts"][0]["latency_ms"].as_f64().unwrap() < 3000.0,
+        "{d}"
+    );
+}
+
 #[tokio::test]
 async fn malformed_upstream_json_is_upstream_error() {
     let h = common::start(common::ONE_OPENAI).await;

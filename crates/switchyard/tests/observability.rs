@@ -77,6 +77,71 @@ async fn decision_log_line_has_the_contract_fields() {
     assert!(!h.decisions.lock().unwrap()[0].contains("sk-test"));
 }
 
+/// Every family of contract §6, in the Prometheus text format by default
+/// (OpenMetrics only on request), before any request was made.
+#[tokio::test]
+async fn metrics_answer_prometheus_text_with_every_family_from_start_up() {
+    let h = common::start(common::ONE_OPENAI).await;
+    let resp = reqwest::get(format!("{}/metrics", h.gw.admin_url()))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let m = resp.text().await.unwrap();
+    assert!(!m.contains("# EOF"), "{m}");
+    for (family, kind) in [
+        ("switchyard_requests_total", "counter"),
+        ("switchyard_request_duration_seconds", "histogram"),
+        ("switchyard_time_to_first_token_seconds", "histogram"),
+        ("switchyard_upstream_attempts_total", "counter"),
+        ("switchyard_fallbacks_total", "counter"),
+        ("switchyard_retries_total", "counter"),
+        ("switchyard_tokens_total", "counter"),
+        ("switchyard_cost_usd_total", "counter"),
+        ("switchyard_cache_requests_total", "counter"),
+        ("switchyard_circuit_state", "gauge"),
+        ("switchyard_deployment_health_score", "gauge"),
+        ("switchyard_stream_interruptions_total", "counter"),
+        ("switchyard_ratelimit_rejections_total", "counter"),
+        ("switchyard_inflight_requests", "gauge"),
+        ("switchyard_config_reloads_total", "counter"),
+        ("switchyard_upstream_events_skipped_total", "counter"),
+        ("switchyard_budget_spent_usd", "gauge"),
+        ("switchyard_budget_rejections_total", "counter"),
+        ("switchyard_usage_store_writes_total", "counter"),
+        ("switchyard_state_backend_errors_total", "counter"),
+        ("switchyard_cache_entries", "gauge"),
+    ] {
+        let line = format!("# TYPE {family} {kind}\n");
+        assert!(m.contains(&line), "missing `{line}` in:\n{m}");
+    }
+    // Zero-valued series before the first event.
+    for line in [
+        r#"switchyard_tokens_total{deployment="mock/gpt-4o-mini",kind="input"} 0"#,
+        r#"switchyard_cache_requests_total{result="hit"} 0"#,
+        r#"switchyard_config_reloads_total{result="error"} 0"#,
+        r#"switchyard_circuit_state{deployment="mock/gpt-4o-mini",state="open"} 0"#,
+        "switchyard_cache_entries 0",
+    ] {
+        assert!(m.contains(line), "missing `{line}` in:\n{m}");
+    }
+    let resp = reqwest::Client::new()
+        .get(format!("{}/metrics", h.gw.admin_url()))
+        .header("accept", "application/openmetrics-text; version=1.0.0")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let om = resp.text().await.unwrap();
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    assert!(om.contains("# TYPE switchyard_requests counter\n"), "{om}");
+}
+
 #[tokio::test]
 async fn metrics_count_requests_tokens_and_stream_trouble() {
     let h = common::start(common::ONE_OPENAI).await;

@@ -277,7 +277,17 @@ routes:
         .await
         .unwrap();
     assert!(m.contains(r#"switchyard_upstream_attempts_total{deployment="flaky/m",provider="flaky",code="connection_error"} 3"#), "{m}");
-    assert!(!m.contains("circuit_open"), "{m}");
+    assert!(
+        !m.lines()
+            .any(|l| l.starts_with("switchyard_upstream_attempts_total")
+                && l.contains("circuit_open")),
+        "{m}"
+    );
+    // They were fallbacks, and said why.
+    assert!(
+        m.contains(r#"switchyard_fallbacks_total{reason="circuit_open"} 3"#),
+        "{m}"
+    );
     // Requests 4..6 did not even try the open deployment.
     let d = h.decision(5).await;
     assert!(d["skipped"].to_string().contains("circuit_open"), "{d}");
@@ -292,6 +302,37 @@ routes:
         "closed"
     );
     assert_eq!(second.request_count(), 1);
+}
+
+/// A first choice that was skipped rather than failed still makes the
+/// answer a fallback, and says why (contract §3).
+#[tokio::test]
+async fn a_skipped_first_choice_is_named_in_the_fallback_reason() {
+    let h = common::start(common::TWO_TARGETS).await;
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/a");
+    assert!(resp.headers().get("x-switchyard-fallback-reason").is_none());
+    admin_post(&h, "/admin/deployments/mock%2Fa/open").await;
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/b");
+    assert_eq!(
+        resp.headers()["x-switchyard-fallback-reason"],
+        "circuit_open"
+    );
+    assert_eq!(h.decision(1).await["fallback_reason"], "circuit_open");
+    // A stream says it too.
+    let resp = h
+        .post(json!({"model": "chat", "stream": true, "messages": common::user("hi")}))
+        .await;
+    assert_eq!(
+        resp.headers()["x-switchyard-fallback-reason"],
+        "circuit_open"
+    );
+    // Back to the first choice: no reason.
+    admin_post(&h, "/admin/deployments/mock%2Fa/close").await;
+    let resp = h.post(chat()).await;
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/a");
+    assert!(resp.headers().get("x-switchyard-fallback-reason").is_none());
 }
 
 #[tokio::test]

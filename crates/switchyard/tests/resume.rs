@@ -51,6 +51,13 @@ async fn a_cut_stream_is_resumed_on_the_same_prefill_deployment_seamlessly() {
         .filter_map(|v| v["id"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(ids.len(), 1, "{ids:?}");
+    // The continuation carried the finish through: exactly one finish_reason.
+    let finishes: Vec<String> = common::sse_data(&body)
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| v["choices"][0]["finish_reason"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(finishes, ["stop"], "{body}");
     // The second request carried the text so far as a trailing assistant message.
     let reqs = h.mock.requests();
     assert_eq!(reqs.len(), 2);

@@ -391,6 +391,50 @@ async fn anthropic_client_tool_loop_across_every_upstream() {
     assert_eq!(msgs[2]["tool_call_id"], msgs[1]["tool_calls"][0]["id"]);
 }
 
+/// The finish reason survives every stream translation (PITFALLS #8): an
+/// Anthropic client streaming a tool call gets `stop_reason: tool_use` from
+/// every upstream, and an upstream that ends with its finish reason but no
+/// terminator is a complete stream, not a broken one.
+#[tokio::test]
+async fn anthropic_client_streams_tool_calls_with_tool_use_from_every_upstream() {
+    let h = common::start(THREE).await;
+    let tools = json!([{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]);
+    for (dep, _, _) in LANES {
+        for fault in [None, Some(switchyard_mock::Fault::NoTerminator)] {
+            if let Some(f) = fault {
+                h.mock.script(vec![Behavior::fault(f)]);
+            }
+            let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "stream": true, "tools": tools, "messages": [{"role": "user", "content": "Weather in Paris?"}]})).await;
+            let body = resp.text().await.unwrap();
+            let (names, _, stop, _) = anthropic_stream(&body);
+            assert_eq!(stop, "tool_use", "{dep} {fault:?}: {body}");
+            assert_eq!(
+                names.last().map(String::as_str),
+                Some("message_stop"),
+                "{dep} {fault:?}: {body}"
+            );
+            assert!(
+                !names.iter().any(|n| n == "error"),
+                "{dep} {fault:?}: {body}"
+            );
+            assert!(body.contains(r#""type":"tool_use""#), "{dep}: {body}");
+        }
+    }
+    // A plain text answer without the upstream's terminator is complete too.
+    for (dep, provider, _) in LANES {
+        h.mock
+            .script(vec![Behavior::fault(switchyard_mock::Fault::NoTerminator)]);
+        let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "Hi"}]})).await;
+        let (names, text, stop, _) = anthropic_stream(&resp.text().await.unwrap());
+        assert_eq!(
+            (text.as_str(), stop.as_str()),
+            (answer(provider).as_str(), "end_turn"),
+            "{dep}"
+        );
+        assert!(!names.iter().any(|n| n == "error"), "{dep}: {names:?}");
+    }
+}
+
 // === streams split anywhere ===
 
 #[tokio::test]

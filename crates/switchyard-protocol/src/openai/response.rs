@@ -480,8 +480,20 @@ impl StreamTranslator {
             if let Some(d) = &choice.delta {
                 self.delta(d, out);
             }
-            if let Some(f) = &choice.finish_reason {
-                self.finish = Some(FinishReason::from_openai(f));
+            // The first finish reason is the answer's end: emitted at once
+            // (usage may still follow), never twice (n > 1, Azure trailers).
+            if let (Some(f), None) = (&choice.finish_reason, self.finish) {
+                // Some OpenAI-compatible servers (vLLM, Ollama) end a tool
+                // call with `stop`: a client must still hear it was a call.
+                let reason = match FinishReason::from_openai(f) {
+                    FinishReason::Stop if !self.tool_ids.is_empty() => FinishReason::ToolCalls,
+                    r => r,
+                };
+                self.finish = Some(reason);
+                out.push(StreamEvent::Finish {
+                    reason,
+                    raw: Some(f.to_string()),
+                });
             }
         }
         if let Some(u) = &c.usage {

@@ -200,23 +200,29 @@ pub async fn chat(
             UpstreamStream::open(resp, mode, inbound.dialect(), first_byte_by, started).await?;
         return Ok(Answer::Stream(Box::new(stream)));
     }
-    let bytes = read_body(resp.into_body(), send::MAX_ANSWER, total_by).await?;
+    // `first_byte` runs until the answer's first body byte, not its headers.
+    let bytes = read_body(resp.into_body(), send::MAX_ANSWER, first_byte_by, total_by).await?;
     let ttfb = started.elapsed();
     let answer = convert::answer(dep, inbound, &out, bytes)?;
     Ok(Answer::Json(JsonAnswer { ttfb, ..answer }))
 }
 
-/// Read a whole body, at most `limit` bytes, before `deadline`.
+/// Read a whole body, at most `limit` bytes: its first byte before
+/// `first_by`, all of it before `deadline`.
 pub async fn read_body(
     body: UpstreamBody,
     limit: usize,
+    first_by: Instant,
     deadline: Instant,
 ) -> Result<Bytes, GatewayError> {
-    match tokio::time::timeout_at(deadline, collect(body, limit)).await {
+    match tokio::time::timeout_at(deadline, collect(body, limit, first_by)).await {
         Err(_) => Err(GatewayError::upstream(
             ErrorCode::Timeout,
             "upstream did not finish its answer in time",
         )),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+            Err(silent("no answer body before the first-byte timeout"))
+        }
         Ok(Err(e)) => Err(GatewayError::upstream(
             ErrorCode::ConnectionError,
             format!("upstream body could not be read: {e}"),
@@ -227,7 +233,8 @@ pub async fn read_body(
 
 /// The body's bytes. A body that comes in one piece (the usual answer,
 /// already in the buffer with its head) is that piece, not copied.
-async fn collect<B>(mut body: B, limit: usize) -> Result<Bytes, std::io::Error>
+/// Nothing before `first_by` is a `TimedOut` error.
+async fn collect<B>(mut body: B, limit: usize, first_by: Instant) -> Result<Bytes, std::io::Error>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
@@ -235,7 +242,15 @@ where
     let too_large = || std::io::Error::other("length limit exceeded");
     let mut first = Bytes::new();
     let mut joined: Option<bytes::BytesMut> = None;
-    while let Some(frame) = body.frame().await {
+    loop {
+        let frame = if first.is_empty() {
+            tokio::time::timeout_at(first_by, body.frame())
+                .await
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+        } else {
+            body.frame().await
+        };
+        let Some(frame) = frame else { break };
         let frame = frame.map_err(|e| std::io::Error::other(e.to_string()))?;
         let Ok(data) = frame.into_data() else {
             continue;
@@ -289,29 +304,44 @@ mod tests {
         StreamBody::new(futures_util::stream::iter(frames))
     }
 
+    fn far() -> tokio::time::Instant {
+        tokio::time::Instant::now() + std::time::Duration::from_secs(60)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_before_the_first_byte_deadline_times_out() {
+        let rx = futures_util::stream::pending::<Result<Frame<Bytes>, String>>();
+        let by = tokio::time::Instant::now() + std::time::Duration::from_millis(300);
+        let err = collect(StreamBody::new(rx), 100, by).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(tokio::time::Instant::now(), by);
+    }
+
     #[tokio::test]
     async fn one_piece_is_kept_and_pieces_are_joined_in_order() {
         const ONE: &str = "{\"id\":1}";
-        let got = collect(body(&[ONE]), 100).await.unwrap();
+        let got = collect(body(&[ONE]), 100, far()).await.unwrap();
         assert_eq!(
             (&got[..], got.as_ptr()),
             (ONE.as_bytes(), ONE.as_ptr()),
             "not copied"
         );
-        let got = collect(body(&["ab", "", "cd", "e"]), 100).await.unwrap();
+        let got = collect(body(&["ab", "", "cd", "e"]), 100, far())
+            .await
+            .unwrap();
         assert_eq!(&got[..], b"abcde");
-        assert!(collect(body(&[]), 100).await.unwrap().is_empty());
+        assert!(collect(body(&[]), 100, far()).await.unwrap().is_empty());
     }
 
     #[tokio::test]
     async fn the_limit_counts_every_piece() {
         assert_eq!(
-            &collect(body(&["abc", "de"]), 5).await.unwrap()[..],
+            &collect(body(&["abc", "de"]), 5, far()).await.unwrap()[..],
             b"abcde"
         );
-        let err = collect(body(&["abc", "def"]), 5).await.unwrap_err();
+        let err = collect(body(&["abc", "def"]), 5, far()).await.unwrap_err();
         assert_eq!(err.to_string(), "length limit exceeded");
-        let err = collect(body(&["abcdef"]), 5).await.unwrap_err();
+        let err = collect(body(&["abcdef"]), 5, far()).await.unwrap_err();
         assert_eq!(err.to_string(), "length limit exceeded");
     }
 }

@@ -48,7 +48,7 @@ pub async fn send(
         return Ok(resp);
     }
     let headers = resp.headers().clone();
-    let body = read_body(resp.into_body(), MAX_ERROR_BODY, total_by).await?;
+    let body = read_body(resp.into_body(), MAX_ERROR_BODY, total_by, total_by).await?;
     let secrets = provider.secret_refs();
     Err(match provider.adapter {
         Adapter::OpenAi | Adapter::Azure => {

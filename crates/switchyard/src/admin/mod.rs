@@ -32,17 +32,22 @@ pub async fn readyz(State(app): State<App>) -> Response {
     }
 }
 
-pub async fn metrics(State(app): State<App>) -> Response {
+/// `GET /metrics`: the Prometheus text format, or OpenMetrics when the
+/// scraper's `Accept` asks for it (contract §6).
+pub async fn metrics(State(app): State<App>, headers: http::HeaderMap) -> Response {
     publish_gauges(&app);
-    let body = app.metrics.render();
-    (
-        [(
-            http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        body,
-    )
-        .into_response()
+    let openmetrics = headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let content_type = if openmetrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; version=0.0.4; charset=utf-8"
+    };
+    let body = app.metrics.render(openmetrics);
+    ([(http::header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 pub async fn reload(State(app): State<App>) -> Response {
@@ -106,6 +111,8 @@ pub async fn circuit(
 fn publish_gauges(app: &App) {
     use crate::observe::metrics::{DeploymentLabels, Name, StateLabels};
     let live = app.live.load();
+    app.metrics
+        .prime(live.deployments.values().map(|d| &d.name));
     for d in live.registry.admin_state() {
         let name = Name(std::sync::Arc::from(d.id.as_str()));
         for state in ["closed", "open", "half_open"] {

@@ -7,7 +7,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::TypedMetric;
 use prometheus_client::registry::Registry;
+use std::fmt::Write as _;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -78,6 +80,16 @@ pub struct ScopeLabels {
     pub scope: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClientLabels {
+    pub client: Name,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    pub op: &'static str,
+}
+
 pub struct Metrics {
     pub requests: Family<RequestLabels, Counter>,
     pub duration: Family<RouteLabels, Histogram>,
@@ -95,7 +107,40 @@ pub struct Metrics {
     pub inflight: Gauge,
     pub config_reloads: Family<ResultLabels, Counter>,
     pub events_skipped: Family<DeploymentLabels, Counter>,
+    /// Budgets, the usage store, the shared state backend and the response
+    /// cache (later issues) report here; declared now so every family of
+    /// contract §6 is there from start-up.
+    pub budget_spent_usd: Family<ClientLabels, Gauge<f64, AtomicU64>>,
+    pub budget_rejections: Family<ClientLabels, Counter>,
+    pub usage_store_writes: Family<ResultLabels, Counter>,
+    pub state_backend_errors: Family<OpLabels, Counter>,
+    pub cache_entries: Gauge,
     registry: Registry,
+    /// Every family declared, for the ones with no series yet.
+    families: Vec<Declared>,
+}
+
+/// A family's name (as registered, without `_total`), help and type.
+struct Declared {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+}
+
+/// Register a metric and remember its declaration.
+fn declare<M: prometheus_client::registry::Metric + TypedMetric>(
+    registry: &mut Registry,
+    families: &mut Vec<Declared>,
+    name: &'static str,
+    help: &'static str,
+    metric: M,
+) {
+    families.push(Declared {
+        name,
+        help,
+        kind: M::TYPE.as_str(),
+    });
+    registry.register(name, help, metric);
 }
 
 fn latency_histogram() -> Histogram {
@@ -106,6 +151,7 @@ fn latency_histogram() -> Histogram {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
+        let mut families = Vec::new();
         let requests = Family::default();
         let duration = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let ttft = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
@@ -126,91 +172,261 @@ impl Metrics {
             inflight: Gauge::default(),
             config_reloads: Family::default(),
             events_skipped: Family::default(),
+            budget_spent_usd: Family::default(),
+            budget_rejections: Family::default(),
+            usage_store_writes: Family::default(),
+            state_backend_errors: Family::default(),
+            cache_entries: Gauge::default(),
             registry: Registry::default(),
+            families: Vec::new(),
         };
         // prometheus-client appends `_total` to counters itself.
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_requests",
             "Client requests answered",
             m.requests.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_request_duration_seconds",
             "Whole request duration",
             m.duration.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_time_to_first_token_seconds",
             "Time to the first answer byte from upstream",
             m.ttft.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_upstream_attempts",
             "Upstream attempts by outcome",
             m.attempts.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_fallbacks",
             "Requests served by other than the first choice",
             m.fallbacks.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_retries",
             "Retries on the same deployment",
             m.retries.clone(),
         );
-        registry.register("switchyard_tokens", "Tokens by kind", m.tokens.clone());
-        registry.register("switchyard_cost_usd", "Cost in USD", m.cost_usd.clone());
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_tokens",
+            "Tokens by kind",
+            m.tokens.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_cost_usd",
+            "Cost in USD",
+            m.cost_usd.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_cache_requests",
             "Cache lookups",
             m.cache.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_circuit_state",
             "Circuit state per deployment (1 = in this state)",
             m.circuit_state.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_deployment_health_score",
             "Health score per deployment",
             m.health_score.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_stream_interruptions",
             "Streams interrupted after their first byte",
             m.stream_interruptions.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_ratelimit_rejections",
             "Requests refused by a gateway limit",
             m.ratelimit_rejections.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_inflight_requests",
             "Requests in flight",
             m.inflight.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_config_reloads",
             "Config reloads",
             m.config_reloads.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut families,
             "switchyard_upstream_events_skipped",
             "Unparsable upstream stream events skipped",
             m.events_skipped.clone(),
         );
-        Metrics { registry, ..m }
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_budget_spent_usd",
+            "Spend of each client with a budget in its current window",
+            m.budget_spent_usd.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_budget_rejections",
+            "Requests refused because a client's budget was spent",
+            m.budget_rejections.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_usage_store_writes",
+            "Usage rows written to the store or dropped",
+            m.usage_store_writes.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_state_backend_errors",
+            "Shared state backend operations that failed",
+            m.state_backend_errors.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_cache_entries",
+            "Entries in the response cache",
+            m.cache_entries.clone(),
+        );
+        for result in ["hit", "miss"] {
+            drop(m.cache.get_or_create(&ResultLabels { result }));
+        }
+        for result in ["ok", "error"] {
+            drop(m.config_reloads.get_or_create(&ResultLabels { result }));
+        }
+        for result in ["ok", "dropped"] {
+            drop(m.usage_store_writes.get_or_create(&ResultLabels { result }));
+        }
+        for scope in ["client", "deployment"] {
+            drop(m.ratelimit_rejections.get_or_create(&ScopeLabels { scope }));
+        }
+        Metrics {
+            registry,
+            families,
+            ..m
+        }
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
+    /// Zero-valued series for each deployment, so a dashboard sees every
+    /// deployment's counters before their first event (and after a reload
+    /// adds one).
+    pub fn prime<'a>(&self, deployments: impl Iterator<Item = &'a Arc<str>>) {
+        for d in deployments {
+            let dep = DeploymentLabels {
+                deployment: Name(d.clone()),
+            };
+            drop(self.retries.get_or_create(&dep));
+            drop(self.cost_usd.get_or_create(&dep));
+            drop(self.stream_interruptions.get_or_create(&dep));
+            drop(self.events_skipped.get_or_create(&dep));
+            for kind in ["input", "output", "cached_input"] {
+                drop(self.tokens.get_or_create(&TokenLabels {
+                    deployment: Name(d.clone()),
+                    kind,
+                }));
+            }
+        }
+    }
+
+    /// The exposition: OpenMetrics when the scraper asks for it, else the
+    /// Prometheus text format 0.0.4 (what every scraper reads).
+    pub fn render(&self, openmetrics: bool) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        // prometheus-client leaves out a family with no series; a scraper
+        // (and a dashboard) should see every family from start-up.
+        let body_end = out.strip_suffix("# EOF\n").map_or(out.len(), str::len);
+        let mut missing = String::new();
+        for f in &self.families {
+            if !out.contains(&format!("# TYPE {} ", f.name)) {
+                let _ = writeln!(missing, "# HELP {} {}.", f.name, f.help);
+                let _ = writeln!(missing, "# TYPE {} {}", f.name, f.kind);
+            }
+        }
+        out.insert_str(body_end, &missing);
+        if openmetrics {
+            out
+        } else {
+            to_prometheus_text(&out)
+        }
     }
+}
+
+/// OpenMetrics text → Prometheus text 0.0.4. prometheus-client writes only
+/// OpenMetrics; the two differ, for what we expose, in three ways: a
+/// counter family is named with its `_total` in HELP/TYPE, `unknown` is
+/// `untyped`, and there is no `# EOF`. Samples are the same lines.
+fn to_prometheus_text(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len() + counters.len() * 12);
+    for line in om.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(prefix);
+                out.push_str(name);
+                if counters.contains(name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(if tail == "unknown" { "untyped" } else { tail });
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 impl std::fmt::Debug for Metrics {
@@ -222,5 +438,35 @@ impl std::fmt::Debug for Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_names_counters_with_total_and_has_no_eof() {
+        let m = Metrics::new();
+        m.prime([Arc::from("p/m")].iter());
+        let text = m.render(false);
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(
+            text.contains("# TYPE switchyard_requests_total counter\n"),
+            "{text}"
+        );
+        assert!(text.contains("# HELP switchyard_retries_total "), "{text}");
+        assert!(
+            text.contains("# TYPE switchyard_inflight_requests gauge\n"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE switchyard_request_duration_seconds histogram\n"));
+        assert!(
+            text.contains("switchyard_retries_total{deployment=\"p/m\"} 0\n"),
+            "{text}"
+        );
+        let om = m.render(true);
+        assert!(om.ends_with("# EOF\n"), "{om}");
+        assert!(om.contains("# TYPE switchyard_requests counter\n"), "{om}");
     }
 }

@@ -66,7 +66,7 @@ pub async fn execute(
                     answer,
                     dep: cand.dep.clone(),
                     attempts,
-                    fallback_reason: errors.first().map(|e| e.code.as_str()),
+                    fallback_reason: errors.first().map(fallback_reason).or(plan.passed_over),
                 });
             }
             Err(e) => {
@@ -96,6 +96,15 @@ pub async fn execute(
         }
     }
     Err(give_up(errors))
+}
+
+/// Why the candidate before the one that served did not: its error's code,
+/// or `circuit_open` when its circuit turned it away unasked.
+fn fallback_reason(e: &GatewayError) -> &'static str {
+    match (e.code, e.source) {
+        (ErrorCode::NoHealthyDeployment, Source::Gateway) => "circuit_open",
+        (code, _) => code.as_str(),
+    }
 }
 
 /// Every attempt on one deployment: keys, retries, circuit and limits.

@@ -36,6 +36,11 @@ pub struct Plan {
     pub candidates: Vec<Candidate>,
     /// Deployments left out, with why.
     pub skipped: Vec<(Arc<str>, &'static str)>,
+    /// Why a deployment ahead of every candidate (in config order) was left
+    /// out for this request or this moment (open circuit, too small a window,
+    /// cannot serve it): whoever serves is then a fallback. Static mismatches
+    /// (a route's `require`, its price cap) are not: they never change.
+    pub passed_over: Option<&'static str>,
     pub reason: &'static str,
     pub retry: Retry,
     pub overflow: ContextOverflow,
@@ -107,6 +112,7 @@ fn empty(
         route,
         candidates: Vec::new(),
         skipped: Vec::new(),
+        passed_over: None,
         reason,
         retry,
         overflow,
@@ -154,7 +160,16 @@ fn consider(
         None
     };
     match why {
-        Some(w) => p.skipped.push((d.name.clone(), w)),
+        Some(w) => {
+            let dynamic = matches!(
+                w,
+                "cannot_serve_request" | "context_window_too_small" | "circuit_open"
+            );
+            if dynamic && p.candidates.is_empty() && p.passed_over.is_none() {
+                p.passed_over = Some(w);
+            }
+            p.skipped.push((d.name.clone(), w));
+        }
         None => p.candidates.push(Candidate {
             dep: d.clone(),
             role,

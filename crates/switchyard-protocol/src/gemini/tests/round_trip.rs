@@ -136,9 +136,14 @@ fn openai_streams_round_trip_through_gemini_frames() {
                 t.push(&c, &mut events);
             }
         }
-        if let Some(reason) = t.finish {
-            events.push(StreamEvent::Finish { reason, raw: None });
-        }
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| matches!(e, StreamEvent::Finish { .. }))
+                .count(),
+            usize::from(t.finish.is_some()),
+            "{name}: the decoder emits its finish once"
+        );
         let original = Run {
             events,
             ..Default::default()
