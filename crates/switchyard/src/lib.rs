@@ -14,6 +14,7 @@
 //! snapshot), `observe` (decision log, redaction, logging), `admin`.
 
 pub mod adapters;
+pub mod doors;
 pub mod ingress;
 pub mod reliability;
 pub mod route;
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod names;
 pub mod observe;
 pub mod server;
 pub mod state;

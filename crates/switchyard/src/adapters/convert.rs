@@ -18,8 +18,9 @@ pub fn answer(
     bytes: Bytes,
 ) -> Result<JsonAnswer, GatewayError> {
     let upstream = dep.provider.adapter.dialect();
-    let client = inbound.dialect();
-    if upstream == Dialect::OpenAi && client == Dialect::OpenAi {
+    let door = inbound.door();
+    let same = dep.provider.adapter.speaks(door);
+    if same && upstream == Dialect::OpenAi {
         return passthrough(dep, bytes);
     }
     let mut ir = decode(upstream, &bytes, out)?;
@@ -29,11 +30,7 @@ pub fn answer(
             .map(|d| d.as_secs())
             .unwrap_or_default();
     }
-    let body = if upstream == client {
-        bytes
-    } else {
-        encode(client, &ir)
-    };
+    let body = if same { bytes } else { door.answer(&ir) };
     let model = if ir.model.is_empty() {
         dep.cfg.model.clone()
     } else {
@@ -77,15 +74,6 @@ fn decode(upstream: Dialect, bytes: &[u8], out: &Outbound) -> Result<ChatRespons
             .map_err(bad_json),
         Dialect::Anthropic => super::anthropic::decode(bytes, out),
         Dialect::Gemini => super::gemini::decode(bytes),
-    }
-}
-
-fn encode(client: Dialect, r: &ChatResponse) -> Bytes {
-    match client {
-        Dialect::OpenAi => Bytes::from(oa::encode_response(r)),
-        Dialect::Anthropic => super::anthropic::encode_response(r),
-        // No Gemini front door: a Gemini client never reaches here.
-        Dialect::Gemini => Bytes::from(oa::encode_response(r)),
     }
 }
 

@@ -21,24 +21,23 @@ pub mod send;
 pub mod stream;
 pub mod translate;
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::upstream::client::UpstreamBody;
 use bytes::Bytes;
 use http::HeaderValue;
 use http_body_util::BodyExt;
-use switchyard_protocol::ir::{ChatRequest, Usage};
-use switchyard_protocol::openai::RequestView;
-use switchyard_protocol::passthrough::Fields;
+use switchyard_protocol::ir::Usage;
 use tokio::time::Instant;
 
 use crate::config::{Protocol, ProviderKey};
+use crate::doors::Door;
+pub use crate::doors::Inbound;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::DeploymentRt;
 pub use stream::{Step, UpstreamStream};
 
-/// The wire dialect a client or an upstream speaks.
+/// The wire dialect an upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     OpenAi,
@@ -73,68 +72,12 @@ impl Adapter {
             Adapter::Gemini => Dialect::Gemini,
         }
     }
-}
 
-/// The client's request, as each adapter may need it: the raw fields for a
-/// same-dialect passthrough, the IR (built once, on first need) otherwise.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per request, on the handler's stack; never moved in bulk"
-)]
-pub enum Inbound<'a> {
-    OpenAi {
-        view: RequestView<'a>,
-        ir: OnceLock<ChatRequest>,
-    },
-    Anthropic {
-        fields: Fields<'a>,
-        ir: ChatRequest,
-    },
-    /// A stream's continuation (the original request plus the text already
-    /// sent as a trailing assistant message), always through the IR, encoded
-    /// for the client (either door) inside the stream it continues.
-    Resume(Box<translate::Resumed>),
-}
-
-impl Inbound<'_> {
-    pub fn dialect(&self) -> Dialect {
-        match self {
-            Inbound::OpenAi { .. } => Dialect::OpenAi,
-            Inbound::Anthropic { .. } => Dialect::Anthropic,
-            Inbound::Resume(r) => r.continues.dialect(),
-        }
-    }
-
-    pub fn ir(&self) -> &ChatRequest {
-        match self {
-            Inbound::OpenAi { view, ir } => ir.get_or_init(|| view.to_ir()),
-            Inbound::Anthropic { ir, .. } => ir,
-            Inbound::Resume(r) => &r.ir,
-        }
-    }
-
-    pub fn model(&self) -> &str {
-        match self {
-            Inbound::OpenAi { view, .. } => &view.typed.model,
-            Inbound::Anthropic { ir, .. } => &ir.model,
-            Inbound::Resume(r) => &r.ir.model,
-        }
-    }
-
-    pub fn stream(&self) -> bool {
-        match self {
-            Inbound::OpenAi { view, .. } => view.typed.stream,
-            Inbound::Anthropic { ir, .. } => ir.stream,
-            Inbound::Resume(_) => true,
-        }
-    }
-
-    /// The client asked for usage in its stream (Anthropic streams always carry it).
-    pub fn include_usage(&self) -> bool {
-        match self {
-            Inbound::OpenAi { view, .. } => view.typed.include_usage,
-            Inbound::Anthropic { .. } => true,
-            Inbound::Resume(r) => r.continues.include_usage(),
+    /// The upstream speaks the client's own dialect: bytes pass through.
+    pub fn speaks(self, door: Door) -> bool {
+        match door {
+            Door::OpenAiChat => self.dialect() == Dialect::OpenAi,
+            Door::AnthropicMessages => self.dialect() == Dialect::Anthropic,
         }
     }
 }
@@ -197,7 +140,7 @@ pub async fn chat(
     if inbound.stream() {
         let mode = translate::Mode::new(inbound, dep, &out);
         let stream =
-            UpstreamStream::open(resp, mode, inbound.dialect(), first_byte_by, started).await?;
+            UpstreamStream::open(resp, mode, inbound.door(), first_byte_by, started).await?;
         return Ok(Answer::Stream(Box::new(stream)));
     }
     // `first_byte` runs until the answer's first body byte, not its headers.

@@ -100,7 +100,7 @@ fn build(
         h.insert(name, value);
     }
     if let Some(tp) = &call.traceparent {
-        h.insert(crate::ingress::names::TRACEPARENT.clone(), tp.clone());
+        h.insert(crate::names::TRACEPARENT.clone(), tp.clone());
     }
     Ok(req)
 }

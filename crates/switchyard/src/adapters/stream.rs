@@ -12,14 +12,14 @@ use std::time::Duration;
 use crate::upstream::client::UpstreamBody;
 use bytes::{Bytes, BytesMut};
 use http::Response;
-use switchyard_protocol::anthropic as an;
 use switchyard_protocol::ir::{FinishReason, StreamEvent, Usage};
 use switchyard_protocol::openai::{peek_chunk, peek_pass_chunk};
 use switchyard_protocol::sse::{data_frame, named_frame, SseEvent};
 use tokio::time::Instant;
 
-use super::translate::{self, Decoded, Encoder, Mode};
-use super::{silent, Dialect};
+use super::silent;
+use super::translate::{self, Decoded, Mode};
+use crate::doors::{Door, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
 use crate::upstream::events::{EventsError, UpstreamEvents};
 
@@ -39,10 +39,9 @@ pub enum Step {
 /// What the stream has told us so far.
 #[derive(Debug, Default, Clone)]
 pub struct Seen {
-    pub model: Option<String>,
-    /// Envelope of an OpenAI stream (kept so a continuation can reuse it).
-    pub id: Option<String>,
-    pub created: Option<u64>,
+    /// Where the client's stream stands (its envelope, Anthropic's open
+    /// block), so a continuation can write into it.
+    pub at: StreamPosition,
     pub finish: Option<FinishReason>,
     pub usage: Option<Usage>,
     /// Answer text forwarded so far (what a resume would prefill).
@@ -50,19 +49,16 @@ pub struct Seen {
     pub in_tool_call: bool,
     /// OpenAI pass: the envelope has been read (from the first chunk).
     pub enveloped: bool,
-    /// Anthropic clients: where the forwarded frames left the client's
-    /// stream (open block, next index), so a continuation writes into it.
-    pub blocks: an::BlockCursor,
     pub skipped: u32,
 }
 
 impl Seen {
     fn observe(&mut self, ev: &StreamEvent) {
         match ev {
-            StreamEvent::Start { model, id, created } if self.model.is_none() => {
-                self.model = Some(model.clone()).filter(|m| !m.is_empty());
-                self.id = Some(id.clone()).filter(|i| !i.is_empty());
-                self.created = Some(*created).filter(|c| *c > 0);
+            StreamEvent::Start { model, id, created } if self.at.model.is_none() => {
+                self.at.model = Some(model.clone()).filter(|m| !m.is_empty());
+                self.at.id = Some(id.clone()).filter(|i| !i.is_empty());
+                self.at.created = Some(*created).filter(|c| *c > 0);
             }
             StreamEvent::TextDelta(t) => self.text.push_str(t),
             StreamEvent::ToolCallStart { .. } => self.in_tool_call = true,
@@ -82,7 +78,7 @@ pub struct UpstreamStream {
     )>,
     events: UpstreamEvents,
     mode: Mode,
-    client: Dialect,
+    door: Door,
     pub seen: Seen,
     /// The first forwarded frame, held until the client response starts.
     pub first: Option<Bytes>,
@@ -94,7 +90,7 @@ impl UpstreamStream {
     pub async fn open(
         resp: Response<UpstreamBody>,
         mode: Mode,
-        client: Dialect,
+        door: Door,
         first_byte_by: Instant,
         started: Instant,
     ) -> Result<UpstreamStream, GatewayError> {
@@ -112,13 +108,13 @@ impl UpstreamStream {
         let events = UpstreamEvents::new(resp.into_body());
         let mut seen = Seen::default();
         if let Mode::Translate { to, .. } = &mode {
-            to.seed(&mut seen);
+            to.position(&mut seen.at);
         }
         let mut s = UpstreamStream {
             hold: None,
             events,
             mode,
-            client,
+            door,
             seen,
             first: None,
             ttfb: Duration::ZERO,
@@ -164,16 +160,14 @@ impl UpstreamStream {
     /// The client's terminator, after a complete stream.
     pub fn end_frames(&mut self) -> Bytes {
         match &mut self.mode {
-            Mode::OpenAiPass { .. } | Mode::AnthropicPass { .. } => {
-                translate::pass_end(self.client)
-            }
+            Mode::OpenAiPass { .. } | Mode::AnthropicPass { .. } => self.door.pass_end(),
             Mode::Translate { to, .. } => to.end(),
         }
     }
 
     /// The error event that ends an interrupted stream.
     pub fn error_frame(&self, e: &GatewayError) -> Bytes {
-        translate::error_frame(self.client, e)
+        self.door.stream_error(e)
     }
 
     fn step(&mut self, ev: &SseEvent) -> Step {
@@ -187,7 +181,7 @@ impl UpstreamStream {
                     Decoded::Error(e) => Step::Error(e),
                     Decoded::Events => {
                         self.scratch.iter().for_each(|e| self.seen.observe(e));
-                        self.seen.blocks = peek.cursor();
+                        self.seen.at.blocks = peek.cursor();
                         match &ev.data {
                             Some(data) => Step::Forward(frame_of(ev, data, ev.event.as_deref())),
                             None => Step::Skip { unparsable: false },
@@ -207,9 +201,7 @@ impl UpstreamStream {
                             self.seen.observe(e);
                             to.encode(e, &mut out);
                         }
-                        if let Encoder::Anthropic(a) = to {
-                            self.seen.blocks = a.cursor();
-                        }
+                        to.position(&mut self.seen.at);
                         if out.is_empty() {
                             Step::Skip { unparsable: false }
                         } else {
@@ -239,9 +231,9 @@ fn openai_pass(ev: &SseEvent, include_usage: bool, seen: &mut Seen) -> Step {
         // The first chunk carries the envelope a continuation reuses.
         if let Ok(first) = peek_chunk(data) {
             seen.enveloped = first.error.is_none();
-            seen.model = first.model.as_deref().map(str::to_owned);
-            seen.id = first.id.as_deref().map(str::to_owned);
-            seen.created = first.created;
+            seen.at.model = first.model.as_deref().map(str::to_owned);
+            seen.at.id = first.id.as_deref().map(str::to_owned);
+            seen.at.created = first.created;
         }
     }
     let Ok(chunk) = peek_pass_chunk(data) else {

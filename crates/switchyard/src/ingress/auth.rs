@@ -44,7 +44,7 @@ fn presented_key(headers: &HeaderMap) -> Option<&str> {
         }
     }
     headers
-        .get(&super::names::X_API_KEY)
+        .get(&crate::names::X_API_KEY)
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
 }

@@ -4,22 +4,19 @@
 //! `x-switchyard-fallback-reason`) rather than an error page.
 
 use axum::response::Response;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use http::StatusCode;
 use switchyard_protocol::ir::{ChatResponse, FinishReason, StreamEvent};
-use switchyard_protocol::openai::{encode_chunk, ChunkEnvelope};
-use switchyard_protocol::sse::{data_frame, DONE_FRAME};
-use switchyard_protocol::{anthropic, openai};
 
 use super::respond::{self, ServedHeaders};
-use crate::adapters::Dialect;
+use crate::doors::Door;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::Live;
 
 /// `Some` when degraded answers are on and `e` means "nobody could serve".
 pub fn reply(
     live: &Live,
-    dialect: Dialect,
+    door: Door,
     stream: bool,
     e: &GatewayError,
     request_id: &str,
@@ -58,11 +55,7 @@ pub fn reply(
         fallback_reason: Some(e.code.as_str()),
     };
     if !stream {
-        let body = match dialect {
-            Dialect::Anthropic => anthropic::encode_response(&answer),
-            _ => openai::encode_response(&answer),
-        };
-        return Some(respond::json(Bytes::from(body), &headers));
+        return Some(respond::json(door.answer(&answer), &headers));
     }
     let events = [
         StreamEvent::Start {
@@ -76,27 +69,12 @@ pub fn reply(
             raw: None,
         },
     ];
+    let mut enc = door.encoder(false);
     let mut out = BytesMut::new();
-    match dialect {
-        Dialect::Anthropic => {
-            let mut enc = anthropic::StreamEncoder::new();
-            for ev in &events {
-                enc.push(ev).iter().for_each(|f| out.extend_from_slice(f));
-            }
-            enc.end().iter().for_each(|f| out.extend_from_slice(f));
-        }
-        _ => {
-            let env = ChunkEnvelope {
-                id: answer.id.clone(),
-                model: answer.model.clone(),
-                created,
-            };
-            for ev in &events {
-                out.extend_from_slice(&data_frame(&encode_chunk(&env, ev)));
-            }
-            out.extend_from_slice(DONE_FRAME);
-        }
+    for ev in &events {
+        enc.encode(ev, &mut out);
     }
+    out.extend_from_slice(&enc.end());
     Some(respond::reply(
         StatusCode::OK,
         "text/event-stream",

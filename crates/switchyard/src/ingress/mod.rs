@@ -7,13 +7,14 @@ pub mod anthropic;
 pub mod auth;
 pub mod body;
 pub mod degraded;
-pub mod names;
 pub mod openai;
 pub mod pipeline;
 pub mod respond;
 pub mod sse_out;
 
 use http::HeaderMap;
+
+use crate::names;
 
 /// `x-request-id` if the client sent a sane one, else a fresh one.
 pub fn request_id(headers: &HeaderMap) -> String {

@@ -1,18 +1,14 @@
 //! `POST /v1/chat/completions` and `GET /v1/models`.
 
-use std::sync::OnceLock;
-
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use http::HeaderMap;
 use serde::Serialize;
-use switchyard_protocol::openai::parse_request;
 
 use super::{auth, pipeline, request_id, respond};
-use crate::adapters::{Dialect, Inbound};
 use crate::app::App;
-use crate::error::GatewayError;
+use crate::doors::Door;
 use crate::state::live::Target;
 
 pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
@@ -22,15 +18,7 @@ pub async fn chat_completions(State(app): State<App>, headers: HeaderMap, body: 
 /// The handler proper; the client listener calls it directly for the hot
 /// path (no router, no header-map clone), axum for everything else.
 pub async fn chat(app: App, headers: HeaderMap, body: Body) -> Response {
-    pipeline::door(app, headers, body, Dialect::OpenAi, decode).await
-}
-
-fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
-    let view = parse_request(text).map_err(|e| GatewayError::invalid(e.param, e.message))?;
-    Ok(Inbound::OpenAi {
-        view,
-        ir: OnceLock::new(),
-    })
+    pipeline::door(app, headers, body, Door::OpenAiChat).await
 }
 
 #[derive(Serialize)]
@@ -53,7 +41,7 @@ pub async fn models(State(app): State<App>, headers: HeaderMap) -> Response {
     let rid = request_id(&headers);
     let client = match auth::authenticate(&live, &headers) {
         Ok(c) => c,
-        Err(e) => return respond::openai_error(&e, &rid),
+        Err(e) => return respond::error(Door::OpenAiChat, &e, &rid),
     };
     let mut data = Vec::new();
     for r in live.config.routes.values() {

@@ -9,8 +9,9 @@ use tokio::time::Instant;
 
 use super::respond::{self, ServedHeaders};
 use super::sse_out;
-use crate::adapters::{Answer, CallInfo, Dialect, Inbound};
+use crate::adapters::{Answer, CallInfo};
 use crate::app::App;
+use crate::doors::{Door, Inbound};
 use bytes::Bytes;
 
 use crate::config::{Client, StreamInterrupt};
@@ -25,13 +26,7 @@ use crate::state::live::{Live, Target};
 /// the body within `max_body`, `decode` it in the door's dialect, then route,
 /// execute and deliver — or fail in the door's envelope. The decision-log
 /// line is written when the reply (or its stream) ends.
-pub async fn door(
-    app: App,
-    headers: HeaderMap,
-    body: axum::body::Body,
-    dialect: Dialect,
-    decode: for<'a> fn(&'a str) -> Result<Inbound<'a>, GatewayError>,
-) -> Response {
+pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Door) -> Response {
     let live = app.live.load_full();
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
@@ -39,7 +34,7 @@ pub async fn door(
         let client = super::auth::authenticate(&live, &headers)?;
         ctx.client = client.map(|c| c.id.clone());
         let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
-        let inbound = decode(super::body::utf8(&bytes)?)?;
+        let inbound = door.decode(super::body::utf8(&bytes)?)?;
         if ctx.wants_input_hash() {
             ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
         }
@@ -48,13 +43,13 @@ pub async fn door(
     .await;
     match result {
         Ok(ready) => deliver(ready, ctx, &rid),
-        Err(e) => fail(&live, dialect, &e, ctx, &rid),
+        Err(e) => fail(&live, door, &e, ctx, &rid),
     }
 }
 
 pub struct Ready {
     pub served: Served,
-    pub limits: sse_out::StreamLimits,
+    pub limits: crate::reliability::relay::StreamLimits,
     /// How to continue the stream if it breaks after its first byte.
     pub resume: Option<Resume>,
 }
@@ -100,7 +95,7 @@ pub async fn run(
     };
     let started = Instant::now();
     let call = CallInfo {
-        traceparent: headers.get(&super::names::TRACEPARENT).cloned(),
+        traceparent: headers.get(&crate::names::TRACEPARENT).cloned(),
         deadline: route.and_then(|r| r.deadline).map(|d| started + d),
     };
     let served =
@@ -124,7 +119,7 @@ pub async fn run(
     ctx.selected = Some(served.dep.name.clone());
     ctx.fallback_reason = served.fallback_reason;
     let t = served.dep.provider.cfg.timeouts;
-    let limits = sse_out::StreamLimits {
+    let limits = crate::reliability::relay::StreamLimits {
         keepalive: live.config.server.sse_keepalive,
         idle: t.stream_idle,
         total_by: crate::adapters::earliest(started + t.total, call.deadline),
@@ -132,7 +127,7 @@ pub async fn run(
     let resume_on = route.is_none_or(|r| r.on_stream_interrupt == StreamInterrupt::Resume);
     let resume = (inbound.stream() && resume_on).then(|| Resume {
         body,
-        dialect: inbound.dialect(),
+        door: inbound.door(),
         candidates: plan.candidates.iter().map(|c| c.dep.clone()).collect(),
         call: call.clone(),
         include_usage: inbound.include_usage(),
@@ -204,23 +199,14 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
 
 /// A request that could not be served: the degraded answer when enabled and
 /// the failure was an outage, else the error in the client's envelope.
-pub fn fail(
-    live: &Live,
-    dialect: Dialect,
-    e: &GatewayError,
-    mut ctx: RequestCtx,
-    rid: &str,
-) -> Response {
+pub fn fail(live: &Live, door: Door, e: &GatewayError, mut ctx: RequestCtx, rid: &str) -> Response {
     let attempts = ctx.attempts.len();
-    if let Some(resp) = super::degraded::reply(live, dialect, ctx.stream, e, rid, attempts) {
+    if let Some(resp) = super::degraded::reply(live, door, ctx.stream, e, rid, attempts) {
         ctx.fallback_reason = Some("degraded");
         ctx.finish(200, Some(e));
         return resp;
     }
-    let resp = match dialect {
-        Dialect::Anthropic => respond::anthropic_error(e, rid),
-        _ => respond::openai_error(e, rid),
-    };
+    let resp = respond::error(door, e, rid);
     ctx.finish(e.code.status().as_u16(), Some(e));
     resp
 }

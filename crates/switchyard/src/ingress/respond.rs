@@ -5,90 +5,14 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, StatusCode};
-use serde::Serialize;
 
-use super::names;
+use crate::doors::Door;
 use crate::error::{ErrorCode, GatewayError};
+use crate::names;
 
-#[derive(Serialize)]
-struct OpenAiEnvelope<'a> {
-    error: OpenAiError<'a>,
-}
-
-#[derive(Serialize)]
-struct OpenAiError<'a> {
-    message: &'a str,
-    #[serde(rename = "type")]
-    kind: &'a str,
-    code: &'a str,
-    param: Option<&'a str>,
-}
-
-/// `{"error":{"message","type","code","param"}}`
-pub fn openai_error_body(e: &GatewayError) -> Vec<u8> {
-    let env = OpenAiEnvelope {
-        error: OpenAiError {
-            message: &e.message,
-            kind: e.code.openai_type(),
-            code: e.code.as_str(),
-            param: e.param.as_deref(),
-        },
-    };
-    serde_json::to_vec(&env).unwrap_or_default()
-}
-
-pub fn openai_error(e: &GatewayError, request_id: &str) -> Response {
-    error_response(openai_error_body(e), e, request_id)
-}
-
-#[derive(Serialize)]
-struct AnthropicEnvelope<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    error: AnthropicError<'a>,
-}
-
-#[derive(Serialize)]
-struct AnthropicError<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    message: &'a str,
-    /// The contract's code, beside Anthropic's own `type`.
-    code: &'static str,
-}
-
-/// `{"type":"error","error":{"type","message"}}` (plus the contract `code`).
-pub fn anthropic_error_body(e: &GatewayError) -> Vec<u8> {
-    let env = AnthropicEnvelope {
-        kind: "error",
-        error: AnthropicError {
-            kind: anthropic_type(e.code),
-            message: &e.message,
-            code: e.code.as_str(),
-        },
-    };
-    serde_json::to_vec(&env).unwrap_or_default()
-}
-
-fn anthropic_type(code: ErrorCode) -> &'static str {
-    match code {
-        ErrorCode::InvalidRequest | ErrorCode::ContextTooLong | ErrorCode::ContentFiltered => {
-            "invalid_request_error"
-        }
-        ErrorCode::AuthFailed => "authentication_error",
-        ErrorCode::Forbidden => "permission_error",
-        ErrorCode::ModelNotFound => "not_found_error",
-        ErrorCode::PayloadTooLarge => "request_too_large",
-        ErrorCode::RateLimited | ErrorCode::GatewayRateLimited | ErrorCode::BudgetExceeded => {
-            "rate_limit_error"
-        }
-        ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => "overloaded_error",
-        ErrorCode::UpstreamError | ErrorCode::ConnectionError | ErrorCode::Timeout => "api_error",
-    }
-}
-
-pub fn anthropic_error(e: &GatewayError, request_id: &str) -> Response {
-    error_response(anthropic_error_body(e), e, request_id)
+/// An error in the door's envelope, with `x-request-id` (and Retry-After).
+pub fn error(door: Door, e: &GatewayError, request_id: &str) -> Response {
+    error_response(door.error_body(e), e, request_id)
 }
 
 fn error_response(body: Vec<u8>, e: &GatewayError, request_id: &str) -> Response {
@@ -169,7 +93,7 @@ pub async fn not_found(uri: http::Uri) -> Response {
         ErrorCode::ModelNotFound,
         format!("no such endpoint: {}", uri.path()),
     );
-    let mut resp = openai_error(&e, "");
+    let mut resp = error(Door::OpenAiChat, &e, "");
     resp.headers_mut().remove(&names::X_REQUEST_ID);
     resp
 }

@@ -1,141 +1,26 @@
-//! The client's event stream: every upstream event is written as soon as it is
-//! judged (no buffering), `: keep-alive` comments fill idle gaps, and the end
-//! follows contract §3: a finish reason then a clean end (with or without the
-//! upstream's `[DONE]`) is complete and gets our `[DONE]`; anything else is an
-//! interruption and ends with an error event, never a silent clean end.
-
-use std::convert::Infallible;
-use std::time::Duration;
+//! The client's event stream: response head and the bytes of the served
+//! stream (`reliability::relay`), written as they come.
 
 use axum::response::Response;
-use bytes::Bytes;
-use futures_util::FutureExt;
 use http::StatusCode;
-use switchyard_protocol::sse::KEEPALIVE_FRAME;
-use tokio::time::Instant;
 
 use super::respond::{self, ServedHeaders};
-use crate::adapters::{silent, Step, UpstreamStream};
+use crate::adapters::UpstreamStream;
+use crate::observe::ctx::RequestCtx;
+use crate::reliability::relay::{relay, StreamLimits};
+use crate::reliability::resume::Resume;
+use crate::state::live::DeploymentRt;
 use std::sync::Arc;
 
-use crate::error::{ErrorCode, GatewayError};
-use crate::observe::ctx::RequestCtx;
-use crate::reliability::resume::{Resume, MAX_RESUMES};
-use crate::state::live::DeploymentRt;
-
-pub struct StreamLimits {
-    pub keepalive: Duration,
-    pub idle: Duration,
-    pub total_by: Instant,
-}
-
 pub fn stream(
-    mut upstream: Box<UpstreamStream>,
+    upstream: Box<UpstreamStream>,
     served: Arc<DeploymentRt>,
     resume: Option<Resume>,
-    mut ctx: RequestCtx,
+    ctx: RequestCtx,
     limits: StreamLimits,
     headers: &ServedHeaders<'_>,
 ) -> Response {
-    let body = async_stream::stream! {
-        if let Some(first) = upstream.first.take() {
-            yield Ok::<Bytes, Infallible>(first);
-        }
-        let mut served = served;
-        let mut resumes = 0;
-        // Text already sent before the current upstream took over.
-        let mut prior = String::new();
-        let end: Result<(), GatewayError> = loop {
-            let mut last_event = Instant::now();
-            let mut last_write = last_event;
-            // One timer, re-armed only when it fires: arming a fresh timeout for
-            // every event would cost a timer-wheel insert and remove per chunk.
-            let timer = tokio::time::sleep_until(wake_at(&limits, last_event, last_write));
-            tokio::pin!(timer);
-            let end: Result<(), GatewayError> = loop {
-                let woke = tokio::select! {
-                    biased;
-                    next = upstream.next() => Wake::Upstream(next),
-                    () = &mut timer => Wake::Timer,
-                };
-                match woke {
-                    Wake::Timer => {
-                        let now = Instant::now();
-                        if now >= limits.total_by {
-                            break Err(silent("the stream outlasted the total timeout"));
-                        }
-                        if now >= last_event + limits.idle {
-                            break Err(silent("no stream event within stream_idle"));
-                        }
-                        if now >= last_write + limits.keepalive {
-                            yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
-                            last_write = now;
-                        }
-                        timer.as_mut().reset(wake_at(&limits, last_event, last_write));
-                    }
-                    Wake::Upstream(Err(e)) => break Err(e),
-                    Wake::Upstream(Ok(None)) => break complete_or_cut(&upstream),
-                    Wake::Upstream(Ok(Some(step))) => {
-                        last_event = Instant::now();
-                        match step {
-                            Step::Forward(frame) => {
-                                let (out, after) = coalesce(&mut upstream, frame).await;
-                                yield Ok(out);
-                                last_write = last_event;
-                                match after {
-                                    None | Some(Ok(Some(Step::Skip { .. }))) | Some(Ok(Some(Step::Forward(_)))) => {}
-                                    Some(Ok(None)) => break complete_or_cut(&upstream),
-                                    Some(Ok(Some(Step::Done))) => break Ok(()),
-                                    Some(Ok(Some(Step::Error(e)))) | Some(Err(e)) => break Err(e),
-                                }
-                            }
-                            Step::Skip { .. } => {}
-                            Step::Done => break Ok(()),
-                            Step::Error(e) => break Err(e),
-                        }
-                    }
-                }
-            };
-            let Err(e) = end else { break end };
-            // Broken after the first byte: continue the answer if we can.
-            let interrupted_at = e.code.as_str();
-            if let Some(a) = ctx.attempts.last_mut() {
-                a.outcome = interrupted_at;
-            }
-            ctx.interrupted = true;
-            // The broken attempt is over: its slot is free before a
-            // continuation asks for one (possibly on the same deployment).
-            drop(upstream.hold.take());
-            let text = format!("{prior}{}", upstream.seen.text);
-            let next = match &resume {
-                Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, &upstream.seen, &mut ctx).await,
-                _ => None,
-            };
-            let Some((mut next, dep)) = next else { break Err(e) };
-            resumes += 1;
-            prior = text;
-            if let Some(first) = next.first.take() {
-                yield Ok(first);
-            }
-            upstream = next;
-            served = dep;
-            ctx.selected = Some(served.name.clone());
-        };
-        if let Some(u) = &upstream.seen.usage {
-            ctx.set_usage(u, served.cfg.pricing.as_ref());
-        }
-        ctx.skipped_events = upstream.seen.skipped;
-        match end {
-            Ok(()) => {
-                yield Ok(upstream.end_frames());
-                ctx.finish(200, None);
-            }
-            Err(e) => {
-                yield Ok(upstream.error_frame(&e));
-                ctx.finish(200, Some(&e));
-            }
-        }
-    };
+    let body = relay(upstream, served, resume, ctx, limits);
     let mut resp = respond::reply(
         StatusCode::OK,
         "text/event-stream",
@@ -149,73 +34,8 @@ pub fn stream(
     );
     // Tell nginx-style proxies in front of us not to buffer either.
     h.insert(
-        super::names::ACCEL_BUFFERING.clone(),
+        crate::names::ACCEL_BUFFERING.clone(),
         http::HeaderValue::from_static("no"),
     );
     resp
-}
-
-/// Events that have already arrived go out in one write: each is still sent
-/// as soon as nothing more is waiting (nothing waits for future data), but a
-/// burst read in one network read costs one write instead of one per event.
-/// hyper hands a body over one chunk at a time, so after an empty poll we
-/// let its connection task run (`yield_now`, no syscall) to see whether
-/// it holds more already-received bytes (it takes two polls to move a
-/// chunk: one to see our demand, one to hand the chunk over). Returns the bytes and the first
-/// step that is not a forward, if one was reached.
-async fn coalesce(
-    upstream: &mut UpstreamStream,
-    first: Bytes,
-) -> (Bytes, Option<Result<Option<Step>, GatewayError>>) {
-    const CAP: usize = 64 * 1024;
-    let mut buf: Option<bytes::BytesMut> = None;
-    let mut yielded = 0u8;
-    loop {
-        let size = buf.as_ref().map_or(first.len(), |b| b.len());
-        if size >= CAP {
-            return (done(buf, first), None);
-        }
-        match upstream.next().now_or_never() {
-            None if yielded >= 2 => return (done(buf, first), None),
-            None => {
-                tokio::task::yield_now().await;
-                yielded += 1;
-            }
-            Some(Ok(Some(Step::Forward(more)))) => {
-                buf.get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
-                    .extend_from_slice(&more);
-                yielded = 0;
-            }
-            Some(Ok(Some(Step::Skip { .. }))) => yielded = 0,
-            Some(other) => return (done(buf, first), Some(other)),
-        }
-    }
-}
-
-fn done(buf: Option<bytes::BytesMut>, first: Bytes) -> Bytes {
-    buf.map_or(first, bytes::BytesMut::freeze)
-}
-
-enum Wake {
-    Upstream(Result<Option<Step>, GatewayError>),
-    Timer,
-}
-
-/// The next moment something may be due: idle timeout, keep-alive, or total.
-fn wake_at(limits: &StreamLimits, last_event: Instant, last_write: Instant) -> Instant {
-    (last_event + limits.idle)
-        .min(last_write + limits.keepalive)
-        .min(limits.total_by)
-}
-
-/// A clean end of body: complete if a finish reason came, else interrupted.
-fn complete_or_cut(s: &UpstreamStream) -> Result<(), GatewayError> {
-    if s.seen.finish.is_some() {
-        Ok(())
-    } else {
-        Err(GatewayError::upstream(
-            ErrorCode::UpstreamError,
-            "upstream stream ended without a finish reason",
-        ))
-    }
 }

@@ -15,6 +15,7 @@
 pub mod circuit;
 pub mod health;
 pub mod limits;
+pub mod relay;
 pub mod resume;
 pub mod retry;
 

@@ -13,15 +13,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use switchyard_protocol::anthropic;
 use switchyard_protocol::ir::{ChatRequest, ContentPart, Message, Role};
-use switchyard_protocol::openai::{parse_request, ChunkEnvelope};
 
 use super::{admit_attempt, admit_circuit, attempt, pick_key};
 use crate::adapters::stream::Seen;
-use crate::adapters::translate::{Continues, Resumed};
-use crate::adapters::{Answer, CallInfo, Dialect, Inbound, UpstreamStream};
+use crate::adapters::{Answer, CallInfo, UpstreamStream};
 use crate::config::Capability;
+use crate::doors::{Door, Inbound, Resumed};
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::RequestCtx;
 use crate::state::live::DeploymentRt;
@@ -32,7 +30,7 @@ pub const MAX_RESUMES: u32 = 2;
 pub struct Resume {
     /// The client's request body as it arrived (a refcounted handle, no copy).
     pub body: Bytes,
-    pub dialect: Dialect,
+    pub door: Door,
     /// The plan's candidates, in order.
     pub candidates: Vec<Arc<DeploymentRt>>,
     pub call: CallInfo,
@@ -55,24 +53,11 @@ impl Resume {
         if seen.in_tool_call || text.trim().is_empty() {
             return None;
         }
-        let continues = match self.dialect {
-            Dialect::OpenAi => Continues::OpenAi {
-                envelope: ChunkEnvelope {
-                    id: seen
-                        .id
-                        .clone()
-                        .unwrap_or_else(|| format!("chatcmpl-{}", ctx.request_id)),
-                    model: seen
-                        .model
-                        .clone()
-                        .unwrap_or_else(|| served.cfg.model.clone()),
-                    created: seen.created.unwrap_or_default(),
-                },
-                include_usage: self.include_usage,
-            },
-            Dialect::Anthropic => Continues::Anthropic { at: seen.blocks },
-            Dialect::Gemini => return None,
-        };
+        let mut at = seen.at.clone();
+        at.id
+            .get_or_insert_with(|| format!("chatcmpl-{}", ctx.request_id));
+        at.model.get_or_insert_with(|| served.cfg.model.clone());
+        let continues = self.door.continues(&at, self.include_usage);
         let mut ir = self.request()?;
         // Anthropic rejects a prefill ending in whitespace: trim it, and put
         // it back in front of the continuation.
@@ -148,11 +133,6 @@ impl Resume {
 
     /// The client's request, as the IR, read again from its body.
     fn request(&self) -> Option<ChatRequest> {
-        let text = std::str::from_utf8(&self.body).ok()?;
-        match self.dialect {
-            Dialect::OpenAi => parse_request(text).ok().map(|v| v.to_ir()),
-            Dialect::Anthropic => anthropic::decode_request(text).ok(),
-            Dialect::Gemini => None,
-        }
+        self.door.reparse(std::str::from_utf8(&self.body).ok()?)
     }
 }

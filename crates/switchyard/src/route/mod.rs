@@ -9,7 +9,6 @@
 //! the request's task, and a sticky session's deployment goes first while it
 //! is healthy. Fallbacks follow the targets, in config order.
 
-pub mod facts;
 pub mod sticky;
 pub mod strategy;
 
@@ -18,9 +17,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::config::{Capabilities, ContextOverflow, Retry, Strategy};
+pub use crate::doors::Facts;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::{DeploymentRt, Live, Target};
-pub use facts::Facts;
 
 pub struct Candidate {
     pub dep: Arc<DeploymentRt>,

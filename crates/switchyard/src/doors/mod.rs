@@ -1,0 +1,300 @@
+//! CLIENT DIALECTS: one module per door a client can speak to, behind one
+//! interface ([`Door`]). A door decodes its request body into what the rest
+//! of the path works with ([`Inbound`]: a passthrough view and/or the IR, and
+//! the routing [`Facts`]), and encodes everything that goes back: a whole
+//! answer, a stream (live or continuing one that broke), an error (as a
+//! response, or as the event that ends a stream) and a degraded answer.
+//!
+//! Layering: doors sit on the protocol crate and `error` only; adapters,
+//! reliability and ingress use them, never the other way round. Adding a
+//! door is a new module and a variant here; every `match` over [`Door`] is
+//! exhaustive, so the compiler lists what it must learn.
+
+pub mod anthropic_messages;
+pub mod facts;
+pub mod openai_chat;
+
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use switchyard_protocol::ir::{ChatRequest, ChatResponse, StreamEvent};
+use switchyard_protocol::openai::RequestView;
+use switchyard_protocol::passthrough::Fields;
+
+use crate::error::GatewayError;
+pub use facts::Facts;
+
+/// The client-facing dialects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// `POST /v1/chat/completions`.
+    OpenAiChat,
+    /// `POST /v1/messages`.
+    AnthropicMessages,
+}
+
+impl Door {
+    /// The request body, decoded for the rest of the path.
+    pub fn decode(self, text: &str) -> Result<Inbound<'_>, GatewayError> {
+        match self {
+            Door::OpenAiChat => openai_chat::decode(text),
+            Door::AnthropicMessages => anthropic_messages::decode(text),
+        }
+    }
+
+    /// The error envelope's JSON.
+    pub fn error_body(self, e: &GatewayError) -> Vec<u8> {
+        match self {
+            Door::OpenAiChat => openai_chat::error_body(e),
+            Door::AnthropicMessages => anthropic_messages::error_body(e),
+        }
+    }
+
+    /// The event that ends a stream that broke.
+    pub fn stream_error(self, e: &GatewayError) -> Bytes {
+        match self {
+            Door::OpenAiChat => openai_chat::stream_error(e),
+            Door::AnthropicMessages => anthropic_messages::stream_error(e),
+        }
+    }
+
+    /// A whole answer's body.
+    pub fn answer(self, r: &ChatResponse) -> Bytes {
+        match self {
+            Door::OpenAiChat => openai_chat::answer(r),
+            Door::AnthropicMessages => anthropic_messages::answer(r),
+        }
+    }
+
+    /// An encoder for a fresh stream of IR events.
+    pub fn encoder(self, include_usage: bool) -> Encoder {
+        match self {
+            Door::OpenAiChat => Encoder::OpenAi(openai_chat::StreamEncoder::new(include_usage)),
+            Door::AnthropicMessages => Encoder::Anthropic(anthropic_messages::StreamEncoder::new()),
+        }
+    }
+
+    /// The client's terminator after a passthrough stream (its own bytes
+    /// went out as they came; the upstream's terminator may be missing).
+    pub fn pass_end(self) -> Bytes {
+        match self {
+            Door::OpenAiChat => openai_chat::pass_end(),
+            Door::AnthropicMessages => anthropic_messages::pass_end(),
+        }
+    }
+
+    /// Where a broken stream left the client, for its continuation.
+    pub fn continues(self, at: &StreamPosition, include_usage: bool) -> Continues {
+        match self {
+            Door::OpenAiChat => openai_chat::continues(at, include_usage),
+            Door::AnthropicMessages => anthropic_messages::continues(at),
+        }
+    }
+
+    /// The client's request read again from its body, as the IR (for a
+    /// continuation, after the first request's view is gone).
+    pub fn reparse(self, body: &str) -> Option<ChatRequest> {
+        match self {
+            Door::OpenAiChat => switchyard_protocol::openai::parse_request(body)
+                .ok()
+                .map(|v| v.to_ir()),
+            Door::AnthropicMessages => switchyard_protocol::anthropic::decode_request(body).ok(),
+        }
+    }
+
+    /// The door a path belongs to (for errors on paths that have no handler).
+    pub fn for_path(path: &str) -> Door {
+        if path.starts_with("/v1/messages") {
+            Door::AnthropicMessages
+        } else {
+            Door::OpenAiChat
+        }
+    }
+}
+
+/// The client's request, as each adapter may need it: the raw fields for a
+/// same-dialect passthrough, the IR (built once, on first need) otherwise.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, on the handler's stack; never moved in bulk"
+)]
+pub enum Inbound<'a> {
+    OpenAi {
+        view: RequestView<'a>,
+        ir: OnceLock<ChatRequest>,
+    },
+    Anthropic {
+        fields: Fields<'a>,
+        ir: ChatRequest,
+    },
+    /// A stream's continuation (the original request plus the text already
+    /// sent as a trailing assistant message), always through the IR, encoded
+    /// for the client inside the stream it continues.
+    Resume(Box<Resumed>),
+}
+
+impl Inbound<'_> {
+    pub fn door(&self) -> Door {
+        match self {
+            Inbound::OpenAi { .. } => Door::OpenAiChat,
+            Inbound::Anthropic { .. } => Door::AnthropicMessages,
+            Inbound::Resume(r) => r.continues.door(),
+        }
+    }
+
+    pub fn ir(&self) -> &ChatRequest {
+        match self {
+            Inbound::OpenAi { view, ir } => ir.get_or_init(|| view.to_ir()),
+            Inbound::Anthropic { ir, .. } => ir,
+            Inbound::Resume(r) => &r.ir,
+        }
+    }
+
+    pub fn model(&self) -> &str {
+        match self {
+            Inbound::OpenAi { view, .. } => &view.typed.model,
+            Inbound::Anthropic { ir, .. } => &ir.model,
+            Inbound::Resume(r) => &r.ir.model,
+        }
+    }
+
+    pub fn stream(&self) -> bool {
+        match self {
+            Inbound::OpenAi { view, .. } => view.typed.stream,
+            Inbound::Anthropic { ir, .. } => ir.stream,
+            Inbound::Resume(_) => true,
+        }
+    }
+
+    /// The client asked for usage in its stream (Anthropic streams always carry it).
+    pub fn include_usage(&self) -> bool {
+        match self {
+            Inbound::OpenAi { view, .. } => view.typed.include_usage,
+            Inbound::Anthropic { .. } => true,
+            Inbound::Resume(r) => r.continues.include_usage(),
+        }
+    }
+
+    /// What routing needs to know (the passthrough view is read as it is:
+    /// the OpenAI fast path never builds the IR).
+    pub fn facts(&self) -> Facts {
+        match self {
+            Inbound::OpenAi { view, .. } => openai_chat::facts(&view.typed),
+            Inbound::Anthropic { ir, .. } => Facts::from_ir(ir),
+            Inbound::Resume(r) => Facts::from_ir(&r.ir),
+        }
+    }
+
+    /// The last user message's text (for task rules).
+    pub fn last_user_text(&self) -> String {
+        match self {
+            Inbound::OpenAi { view, .. } => openai_chat::last_user_text(&view.typed),
+            Inbound::Anthropic { ir, .. } => facts::last_user(ir),
+            Inbound::Resume(r) => facts::last_user(&r.ir),
+        }
+    }
+}
+
+/// What a stream's continuation needs to look like part of the stream it
+/// continues.
+pub struct Resumed {
+    pub ir: ChatRequest,
+    /// The client's stream, where the continuation goes on.
+    pub continues: Continues,
+    /// Whitespace trimmed off the prefill, put back before the continuation.
+    pub prefix: String,
+}
+
+/// Where the frames sent so far left the client's stream.
+#[derive(Debug, Clone, Default)]
+pub struct StreamPosition {
+    /// The envelope of the client's stream (OpenAI chunk id, model, created).
+    pub id: Option<String>,
+    pub model: Option<String>,
+    pub created: Option<u64>,
+    /// Anthropic: the open block and the next block's index.
+    pub blocks: switchyard_protocol::anthropic::BlockCursor,
+}
+
+/// The client stream a continuation is written into, per door.
+#[derive(Clone)]
+pub enum Continues {
+    /// The interrupted stream's id, model and created; the role chunk was sent.
+    OpenAi {
+        envelope: switchyard_protocol::openai::ChunkEnvelope,
+        include_usage: bool,
+    },
+    /// `message_start` was sent; text goes on in the open text block, a new
+    /// block gets the next index.
+    Anthropic {
+        at: switchyard_protocol::anthropic::BlockCursor,
+    },
+}
+
+impl Continues {
+    pub fn door(&self) -> Door {
+        match self {
+            Continues::OpenAi { .. } => Door::OpenAiChat,
+            Continues::Anthropic { .. } => Door::AnthropicMessages,
+        }
+    }
+
+    pub fn include_usage(&self) -> bool {
+        match self {
+            Continues::OpenAi { include_usage, .. } => *include_usage,
+            Continues::Anthropic { .. } => true,
+        }
+    }
+
+    /// The encoder that writes the continuation into the client's stream.
+    pub fn encoder(&self, prefix: String) -> Encoder {
+        match self {
+            Continues::OpenAi {
+                envelope,
+                include_usage,
+            } => Encoder::OpenAi(openai_chat::StreamEncoder::resumed(
+                envelope.clone(),
+                *include_usage,
+                prefix,
+            )),
+            Continues::Anthropic { at } => {
+                Encoder::Anthropic(anthropic_messages::StreamEncoder::resumed(*at, prefix))
+            }
+        }
+    }
+}
+
+/// IR events → the client's stream frames, per door.
+pub enum Encoder {
+    OpenAi(openai_chat::StreamEncoder),
+    Anthropic(anthropic_messages::StreamEncoder),
+}
+
+impl Encoder {
+    pub fn encode(&mut self, ev: &StreamEvent, out: &mut bytes::BytesMut) {
+        match self {
+            Encoder::OpenAi(e) => e.encode(ev, out),
+            Encoder::Anthropic(e) => e.encode(ev, out),
+        }
+    }
+
+    /// The client's terminator (after any usage it is owed).
+    pub fn end(&mut self) -> Bytes {
+        match self {
+            Encoder::OpenAi(e) => e.end(),
+            Encoder::Anthropic(e) => e.end(),
+        }
+    }
+
+    /// Where the frames written so far leave the client's stream (a
+    /// continuation's encoder knows it from the start).
+    pub fn position(&self, at: &mut StreamPosition) {
+        match self {
+            Encoder::OpenAi(e) => e.position(at),
+            Encoder::Anthropic(e) => at.blocks = e.cursor(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
