@@ -119,6 +119,7 @@ mod answer;
 mod anthropic;
 mod behavior;
 mod conv;
+mod embeddings;
 mod faults;
 pub mod fixtures;
 mod gemini;
@@ -126,10 +127,12 @@ mod handler;
 mod json;
 mod openai;
 mod render;
+mod responses;
 mod server;
 mod text;
+mod tokens;
 
-pub use behavior::{Behavior, Fault};
+pub use behavior::{Behavior, Fault, ToolLoop};
 pub use server::{MockServer, RecordedRequest, MAX_RECORDED};
 
 /// Run the mock providers on `addr` until ctrl-c (`switchyard mock --listen ADDR`).
