@@ -95,7 +95,8 @@ fn tool_answer(
 pub fn decide(proto: Proto, conv: &Conv, b: &Behavior, seq: u64) -> Answer {
     let prompt_tokens = text::prompt_tokens(conv.prompt_chars);
     let call = if let Some(tl) = &b.tool_loop {
-        // Scripted loop: call until a result is in, whatever the tool choice says.
+        // Scripted loop: call until a result is in, whatever the tool choice says and
+        // whether or not the named tool is among those offered.
         let pick = match &tl.tool {
             Some(n) => Some(
                 conv.tools
@@ -106,7 +107,8 @@ pub fn decide(proto: Proto, conv: &Conv, b: &Behavior, seq: u64) -> Answer {
             ),
             None => pick_tool(conv),
         };
-        pick.filter(|_| conv.tool_results.is_none())
+        // Side requests without tools (title generation, topic checks) get a normal answer.
+        pick.filter(|_| conv.tool_results.is_none() && !conv.tools.is_empty())
             .map(|(name, schema)| (name, tl.arguments.clone(), schema))
     } else {
         let wants_tool = !conv.tools.is_empty()

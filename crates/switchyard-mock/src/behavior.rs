@@ -52,7 +52,9 @@ pub struct Behavior {
 /// `tool` with `arguments`; the request that carries the result is answered with `final`,
 /// in which every `{result}` is replaced by the result text (several results joined by
 /// `\n`). Agent CLIs (Claude Code's `Bash`, Codex's `shell_command`) are driven this way, so
-/// the call is made whether or not the request offers the tool, and whatever `tool_choice` says.
+/// the call is made whatever `tool_choice` says and even when the named tool is not among
+/// those offered; a request that offers no tools at all (an agent's side request: title,
+/// topic) gets a normal answer.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolLoop {

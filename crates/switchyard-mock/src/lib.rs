@@ -89,7 +89,7 @@
 //! | `text` | answer text (wins over the default and the tool-result text) |
 //! | `chunks` | split the answer into exactly N pieces: consecutive words are grouped (the first `words % N` pieces get one extra word); if the text has fewer than N words it becomes `"word1 word2 … wordN"` |
 //! | `reasoning` | reasoning before the answer: OpenAI `reasoning_content` (DeepSeek style), Anthropic `thinking` block, Gemini `thought: true` part, Responses `reasoning` item with one `summary_text` (streamed as `reasoning_summary_*` events; `encrypted_content` when the request's `include` has `reasoning.encrypted_content`) |
-//! | `tool_loop` | `{"tool": "Bash", "arguments": {"command": "ls"}, "final": "Done: {result}"}` (each key optional): a scripted one-step tool loop for agent CLIs, in every format, stream or not. While there is no tool result after the last user turn the answer is one call of `tool` (default: the tool rule's pick; with no tool named or offered, a normal answer) with `arguments` (any JSON, default: synthesized from the tool's schema; for a Responses `custom` tool a string is the `input`), whatever `tool_choice` says and whether or not the tool is offered. The request that carries the result is answered with `final` (default: `text`, else `"Tool result received: {result}"`), every `{result}` replaced by the result text. A new user turn starts the loop again. Settable per request (`x-mock-behavior`, body `mock`) or for the whole server ([`MockServer::set_default`], or `SWITCHYARD_MOCK_BEHAVIOR` for [`run`]) |
+//! | `tool_loop` | `{"tool": "Bash", "arguments": {"command": "ls"}, "final": "Done: {result}"}` (each key optional): a scripted one-step tool loop for agent CLIs, in every format, stream or not. While there is no tool result after the last user turn the answer is one call of `tool` (default: the tool rule's pick) with `arguments` (any JSON, default: synthesized from the tool's schema; for a Responses `custom` tool a string is the `input`), whatever `tool_choice` says and even when `tool` is not among the tools offered — but a request that offers no tools at all (an agent's side request: title, topic) gets a normal answer. The request that carries the result is answered with `final` (default: `text`, else `"Tool result received: {result}"`), every `{result}` replaced by the result text. A new user turn starts the loop again. Settable per request (`x-mock-behavior`, body `mock`) or for the whole server ([`MockServer::set_default`], or `SWITCHYARD_MOCK_BEHAVIOR` for [`run`]) |
 //! | `latency_ms` | delay before the response headers |
 //! | `chunk_delay_ms` | delay between stream events |
 //! | `status`, `headers`, `body` | respond with this status, headers and body (a JSON string is sent verbatim, other JSON compact); `headers` are also added to normal answers |
@@ -182,16 +182,21 @@ pub const BEHAVIOR_ENV: &str = "SWITCHYARD_MOCK_BEHAVIOR";
 /// `SWITCHYARD_MOCK_BEHAVIOR='{"tool_loop":{"tool":"Bash","arguments":{"command":"ls"}}}'`);
 /// invalid JSON there is an `InvalidInput` error.
 pub async fn run(addr: &str) -> std::io::Result<()> {
-    let default = match std::env::var(BEHAVIOR_ENV) {
-        Ok(json) if !json.trim().is_empty() => Some(Behavior::from_json(&json).map_err(|e| {
+    let default = env_behavior(std::env::var(BEHAVIOR_ENV).ok().as_deref())?;
+    run_with_default(addr, default).await
+}
+
+/// The default behavior held by [`BEHAVIOR_ENV`]'s value (unset or blank: none).
+fn env_behavior(value: Option<&str>) -> std::io::Result<Option<Behavior>> {
+    match value {
+        Some(json) if !json.trim().is_empty() => Behavior::from_json(json).map(Some).map_err(|e| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("{BEHAVIOR_ENV}: {e}"),
             )
-        })?),
-        _ => None,
-    };
-    run_with_default(addr, default).await
+        }),
+        _ => Ok(None),
+    }
 }
 
 /// [`run`] with an explicit default behavior (for a `--behavior JSON` flag).
@@ -213,4 +218,25 @@ pub async fn run_with_default(addr: &str, default: Option<Behavior>) -> std::io:
     tokio::signal::ctrl_c().await?;
     server.shutdown();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn env_behavior() {
+        assert_eq!(super::env_behavior(None).unwrap(), None);
+        assert_eq!(super::env_behavior(Some(" ")).unwrap(), None);
+        let b = super::env_behavior(Some(
+            r#"{"tool_loop":{"tool":"Bash","arguments":{"command":"ls"},"final":"ok"}}"#,
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            b,
+            super::Behavior::tool_loop("Bash", serde_json::json!({"command": "ls"}), "ok")
+        );
+        let e = super::env_behavior(Some(r#"{"tool_loop":{"toool":1}}"#)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().starts_with("SWITCHYARD_MOCK_BEHAVIOR: "));
+    }
 }

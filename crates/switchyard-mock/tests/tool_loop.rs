@@ -331,13 +331,15 @@ async fn tool_loop_defaults_and_custom_tools() {
     let req = with_result(Fmt::Chat, true, "Bash", &json!({}), "y");
     let r = call(m.addr(), "/v1/chat/completions", &h, &req).await;
     assert_eq!(outcome(Fmt::Chat, true, &r), Out::Text("got y".into()));
-    // no tool offered and none named: a normal answer
-    let h = [("x-mock-behavior", r#"{"tool_loop":{}}"#)];
-    let r = call(m.addr(), "/v1/chat/completions", &h, &openai_req(false)).await;
-    assert_eq!(
-        outcome(Fmt::Chat, false, &r),
-        Out::Text("Hello from the mock openai provider.".into())
-    );
+    // a request with no tools at all (an agent's side request): a normal answer
+    for b in [r#"{"tool_loop":{}}"#, r#"{"tool_loop":{"tool":"Bash"}}"#] {
+        let h = [("x-mock-behavior", b)];
+        let r = call(m.addr(), "/v1/chat/completions", &h, &openai_req(false)).await;
+        assert_eq!(
+            outcome(Fmt::Chat, false, &r),
+            Out::Text("Hello from the mock openai provider.".into())
+        );
+    }
     // Codex's custom apply_patch tool: string arguments are the input
     let h = [(
         "x-mock-behavior",
