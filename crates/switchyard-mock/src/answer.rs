@@ -1,4 +1,5 @@
-//! Deciding the answer for a request: text, tool call, tool-result echo, prefill, reasoning.
+//! Deciding the answer for a request: text, tool call, tool-result echo, prefill, reasoning,
+//! scripted tool loop.
 
 use crate::behavior::Behavior;
 use crate::conv::{Choice, Conv, Proto};
@@ -15,7 +16,10 @@ pub enum Content {
     Tool {
         id: String,
         name: String,
+        /// Call arguments; for a Responses `custom` tool the `input` string.
         args: Value,
+        /// A Responses `custom` (freeform) tool: answered as a `custom_tool_call`.
+        custom: bool,
     },
 }
 
@@ -31,40 +35,112 @@ pub struct Answer {
 /// Argument fragment size for streamed tool calls.
 pub const ARG_FRAGMENT: usize = 8;
 
-/// Decide the answer for `conv` under `b`. `seq` numbers tool-call ids.
-pub fn decide(proto: Proto, conv: &Conv, b: &Behavior, seq: u64) -> Answer {
-    let prompt_tokens = text::prompt_tokens(conv.prompt_chars);
-    let wants_tool = !conv.tools.is_empty()
-        && conv.choice != Choice::None
-        && conv.tool_results.is_none()
-        && conv.prefill.is_none();
-    if wants_tool {
-        let (name, schema) = match &conv.choice {
-            Choice::Named(n) => conv
-                .tools
+/// The text a tool call streams: compact JSON arguments, or a custom tool's input string.
+pub fn call_text(args: &Value, custom: bool) -> String {
+    match args {
+        Value::String(s) if custom => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The tool the tool rule picks: the named one, else the first function tool (a Responses
+/// `custom` tool only when there is nothing else). `None` when no tool is offered.
+fn pick_tool(conv: &Conv) -> Option<(String, Value)> {
+    match &conv.choice {
+        Choice::Named(n) => Some(
+            conv.tools
                 .iter()
                 .find(|(t, _)| t == n)
                 .cloned()
                 .unwrap_or((n.clone(), Value::Null)),
-            _ => conv.tools[0].clone(),
+        ),
+        _ => conv
+            .tools
+            .iter()
+            .find(|(t, _)| !conv.custom_tools.contains(t))
+            .or(conv.tools.first())
+            .cloned(),
+    }
+}
+
+fn tool_answer(
+    proto: Proto,
+    conv: &Conv,
+    name: String,
+    args: Option<Value>,
+    schema: &Value,
+    seq: u64,
+) -> Content {
+    let custom = conv.custom_tools.contains(&name);
+    let args = match args {
+        Some(Value::String(s)) if custom => Value::String(s),
+        Some(v) if custom => Value::String(v.to_string()),
+        Some(v) => v,
+        None if custom => Value::String("mock".into()),
+        None => text::synth_args(schema),
+    };
+    let id = match proto {
+        Proto::Anthropic => format!("toolu_mock_{seq}"),
+        _ => format!("call_mock_{seq}"),
+    };
+    Content::Tool {
+        id,
+        name,
+        args,
+        custom,
+    }
+}
+
+/// Decide the answer for `conv` under `b`. `seq` numbers tool-call ids.
+pub fn decide(proto: Proto, conv: &Conv, b: &Behavior, seq: u64) -> Answer {
+    let prompt_tokens = text::prompt_tokens(conv.prompt_chars);
+    let call = if let Some(tl) = &b.tool_loop {
+        // Scripted loop: call until a result is in, whatever the tool choice says and
+        // whether or not the named tool is among those offered.
+        let pick = match &tl.tool {
+            Some(n) => Some(
+                conv.tools
+                    .iter()
+                    .find(|(t, _)| t == n)
+                    .cloned()
+                    .unwrap_or((n.clone(), Value::Null)),
+            ),
+            None => pick_tool(conv),
         };
-        let args = text::synth_args(&schema);
-        let frags = text::fragments(&args.to_string(), ARG_FRAGMENT).len() as u64;
-        let id = match proto {
-            Proto::Anthropic => format!("toolu_mock_{seq}"),
-            _ => format!("call_mock_{seq}"),
+        // Side requests without tools (title generation, topic checks) get a normal answer.
+        pick.filter(|_| conv.tool_results.is_none() && !conv.tools.is_empty())
+            .map(|(name, schema)| (name, tl.arguments.clone(), schema))
+    } else {
+        let wants_tool = !conv.tools.is_empty()
+            && conv.choice != Choice::None
+            && conv.tool_results.is_none()
+            && conv.prefill.is_none();
+        pick_tool(conv)
+            .filter(|_| wants_tool)
+            .map(|(name, schema)| (name, None, schema))
+    };
+    if let Some((name, args, schema)) = call {
+        let content = tool_answer(proto, conv, name, args, &schema, seq);
+        let Content::Tool { args, custom, .. } = &content else {
+            unreachable!("tool_answer returns a tool call")
         };
+        let frags = text::fragments(&call_text(args, *custom), ARG_FRAGMENT).len() as u64;
         return Answer {
-            content: Content::Tool { id, name, args },
+            content,
             prompt_tokens,
             completion_tokens: frags,
             reasoning_tokens: 0,
         };
     }
-    let base = match (&b.text, &conv.tool_results) {
-        (Some(t), _) => t.clone(),
-        (None, Some(results)) => format!("Tool result received: {}", results.join("\n")),
-        (None, None) => format!("Hello from the mock {} provider.", proto.provider_name()),
+    let loop_final = b.tool_loop.as_ref().and_then(|tl| tl.final_text.as_ref());
+    let base = match (loop_final, &b.text, &conv.tool_results) {
+        (Some(f), _, Some(results)) => f.replace("{result}", &results.join("\n")),
+        (None, Some(t), Some(results)) if b.tool_loop.is_some() => {
+            t.replace("{result}", &results.join("\n"))
+        }
+        (_, Some(t), _) => t.clone(),
+        (_, None, Some(results)) => format!("Tool result received: {}", results.join("\n")),
+        (_, None, None) => format!("Hello from the mock {} provider.", proto.provider_name()),
     };
     let (full, mut pieces) = text::shape_answer(&base, b.chunks);
     let mut reasoning = b

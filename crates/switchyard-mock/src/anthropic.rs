@@ -3,7 +3,7 @@
 use crate::answer::{Answer, Content, ARG_FRAGMENT};
 use crate::conv::Conv;
 use crate::json::compact;
-use crate::render::{Ctx, Payload, Rendered, StreamOpts};
+use crate::render::{fixed, Ctx, Payload, Rendered, StreamOpts};
 use crate::text;
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -59,7 +59,7 @@ pub fn render(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Rendered
         headers,
         payload,
         bad_event: Bytes::from_static(b"event: content_block_delta\ndata: {not json\n\n"),
-        midstream_error: midstream_error(),
+        midstream_error: fixed(midstream_error()),
     }
 }
 
@@ -74,7 +74,7 @@ fn non_stream(conv: &Conv, ans: &Answer, ctx: Ctx) -> Value {
                 content.push(json!({"type": "text", "text": pieces.concat()}));
             }
         }
-        Content::Tool { id, name, args } => content.push(json!({
+        Content::Tool { id, name, args, .. } => content.push(json!({
             "type": "tool_use", "id": id, "name": name, "input": args, "caller": {"type": "direct"}
         })),
     }
@@ -134,7 +134,7 @@ fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
                 blocks.push((json!({"type": "text", "text": ""}), deltas));
             }
         }
-        Content::Tool { id, name, args } => {
+        Content::Tool { id, name, args, .. } => {
             let mut deltas = vec![json!({"type": "input_json_delta", "partial_json": ""})];
             for f in text::fragments(&compact(args), ARG_FRAGMENT) {
                 deltas.push(json!({"type": "input_json_delta", "partial_json": f}));

@@ -41,6 +41,33 @@ pub struct Behavior {
     pub drip_bytes: usize,
     /// For `drip`: delay between body writes.
     pub drip_delay_ms: u64,
+    /// Scripted tool loop for agent clients: call a tool first, answer `final` once its
+    /// result comes back.
+    pub tool_loop: Option<ToolLoop>,
+}
+
+/// A scripted one-step tool loop (`"tool_loop": {"tool": …, "arguments": …, "final": …}`).
+///
+/// A request with no tool result after its last user turn is answered with one call of
+/// `tool` with `arguments`; the request that carries the result is answered with `final`,
+/// in which every `{result}` is replaced by the result text (several results joined by
+/// `\n`). Agent CLIs (Claude Code's `Bash`, Codex's `shell_command`) are driven this way, so
+/// the call is made whatever `tool_choice` says and even when the named tool is not among
+/// those offered; a request that offers no tools at all (an agent's side request: title,
+/// topic) gets a normal answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolLoop {
+    /// Tool to call. Default: the tool rule's choice (the named tool, else the first
+    /// function tool offered); with neither, the request gets a normal answer.
+    pub tool: Option<String>,
+    /// Call arguments (any JSON; for a Responses `custom` tool a string is its `input`,
+    /// other JSON its compact text). Default: synthesized from the tool's schema.
+    pub arguments: Option<serde_json::Value>,
+    /// Answer once the result is in. Default: `text` if set, else
+    /// `"Tool result received: {result}"`.
+    #[serde(rename = "final")]
+    pub final_text: Option<String>,
 }
 
 /// Injected faults.
@@ -106,6 +133,23 @@ impl Behavior {
         Behavior {
             status: Some(status),
             body: Some(serde_json::Value::String(body.into())),
+            ..Behavior::default()
+        }
+    }
+
+    /// Behavior running a scripted tool loop: call `tool` with `arguments`, then answer
+    /// `final_text` (`{result}` = the tool's result) once the result comes back.
+    pub fn tool_loop(
+        tool: impl Into<String>,
+        arguments: serde_json::Value,
+        final_text: impl Into<String>,
+    ) -> Behavior {
+        Behavior {
+            tool_loop: Some(ToolLoop {
+                tool: Some(tool.into()),
+                arguments: Some(arguments),
+                final_text: Some(final_text.into()),
+            }),
             ..Behavior::default()
         }
     }

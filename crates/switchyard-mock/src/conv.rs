@@ -9,13 +9,15 @@ pub enum Proto {
     Azure,
     Anthropic,
     Gemini,
+    /// OpenAI Responses API (`/v1/responses`).
+    Responses,
 }
 
 impl Proto {
     /// Name used in the default answer text.
     pub fn provider_name(self) -> &'static str {
         match self {
-            Proto::OpenAi | Proto::Azure => "openai",
+            Proto::OpenAi | Proto::Azure | Proto::Responses => "openai",
             Proto::Anthropic => "anthropic",
             Proto::Gemini => "gemini",
         }
@@ -37,13 +39,18 @@ pub struct Conv {
     pub stream: bool,
     pub include_usage: bool,
     pub prompt_chars: usize,
-    /// (name, JSON schema)
+    /// (name, JSON schema); a Responses `custom` tool has a null schema and is also
+    /// listed in `custom_tools`.
     pub tools: Vec<(String, Value)>,
+    /// Names of Responses `custom` (freeform) tools.
+    pub custom_tools: Vec<String>,
     pub choice: Choice,
     /// Tool results that come after the last user text (None if there are none).
     pub tool_results: Option<Vec<String>>,
     /// Text of a trailing assistant (`model`) message.
     pub prefill: Option<String>,
+    /// Responses API: the request parameters a response echoes (see [`responses`]).
+    pub echo: Option<Box<Value>>,
 }
 
 impl Conv {
@@ -55,8 +62,10 @@ impl Conv {
             prompt_chars: 0,
             tools: Vec::new(),
             choice: Choice::Auto,
+            custom_tools: Vec::new(),
             tool_results: None,
             prefill: None,
+            echo: None,
         }
     }
 
@@ -161,7 +170,10 @@ pub fn anthropic(body: &Value) -> Conv {
             && !has_block(m.get("content"), "tool_use")
     });
     for m in history {
-        let user = m.get("role").and_then(Value::as_str) == Some("user");
+        // A user message that carries tool results is a tool-result turn: its text blocks
+        // (Claude Code appends reminders after `tool_result`) do not start a new user turn.
+        let user = m.get("role").and_then(Value::as_str) == Some("user")
+            && !has_block(m.get("content"), "tool_result");
         match m.get("content") {
             Some(Value::String(s)) if user => c.user_text(s),
             Some(Value::String(s)) => c.prompt_chars += s.chars().count(),
@@ -250,7 +262,17 @@ pub fn gemini(body: &Value, model: &str, stream: bool) -> Conv {
                 .is_some_and(|ps| ps.iter().any(|p| p.get("functionCall").is_some()))
     });
     for m in history {
-        let user = m.get("role").and_then(Value::as_str).unwrap_or("user") != "model";
+        let parts = m.get("parts").and_then(Value::as_array);
+        let has_response = parts.is_some_and(|ps| {
+            ps.iter().any(|p| {
+                p.get("functionResponse")
+                    .or(p.get("function_response"))
+                    .is_some()
+            })
+        });
+        // As for Anthropic: text beside a functionResponse does not start a new user turn.
+        let user =
+            m.get("role").and_then(Value::as_str).unwrap_or("user") != "model" && !has_response;
         for p in m
             .get("parts")
             .and_then(Value::as_array)
@@ -335,4 +357,187 @@ fn split_prefill(
         Some((last, rest)) if is_prefill(last) => (rest, Some(last)),
         _ => (msgs, None),
     }
+}
+
+/// Text of a Responses `content` / `output`: a string, or the concatenated `text` of its
+/// `input_text` / `output_text` / `text` parts.
+fn responses_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p.get("type").and_then(Value::as_str).unwrap_or("text"),
+                    "input_text" | "output_text" | "text"
+                )
+            })
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// OpenAI Responses request (`POST /v1/responses`, also `/v1/responses/input_tokens`).
+///
+/// `input` is a string (one user message) or items: `message` (also without `type`), whose
+/// user text starts a turn and whose other roles only count; `function_call_output` and
+/// `custom_tool_call_output`, which are tool results; everything else (`function_call`,
+/// `custom_tool_call`, `reasoning`, `item_reference`, hosted-tool items) is ignored.
+pub fn responses(body: &Value) -> Conv {
+    let mut c = Conv::new(str_of(body, "model").unwrap_or_default());
+    c.stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    if let Some(i) = body.get("instructions").and_then(Value::as_str) {
+        c.prompt_chars += i.chars().count();
+    }
+    match body.get("input") {
+        Some(Value::String(s)) => c.user_text(s),
+        Some(Value::Array(items)) => {
+            for it in items {
+                let ty = it.get("type").and_then(Value::as_str);
+                let ty = ty.unwrap_or(if it.get("role").is_some() {
+                    "message"
+                } else {
+                    ""
+                });
+                match ty {
+                    "message" => {
+                        let text = it.get("content").map(responses_text).unwrap_or_default();
+                        if it.get("role").and_then(Value::as_str) == Some("user") {
+                            c.user_text(&text)
+                        } else {
+                            c.prompt_chars += text.chars().count()
+                        }
+                    }
+                    "function_call_output" | "custom_tool_call_output" => {
+                        c.tool_result(it.get("output").map(responses_text).unwrap_or_default())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    for t in body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = str_of(t, "name") else {
+            continue;
+        };
+        match t.get("type").and_then(Value::as_str) {
+            Some("function") => {
+                let schema = t.get("parameters").cloned().unwrap_or(Value::Null);
+                c.tools.push((name, schema));
+            }
+            Some("custom") => {
+                c.tools.push((name.clone(), Value::Null));
+                c.custom_tools.push(name);
+            }
+            _ => {}
+        }
+    }
+    let tc = body.get("tool_choice");
+    c.choice = match tc {
+        Some(Value::String(s)) if s == "none" => Choice::None,
+        Some(v @ Value::Object(_)) => match v.get("type").and_then(Value::as_str) {
+            Some("function" | "custom") => match str_of(v, "name") {
+                Some(n) => Choice::Named(n),
+                None => Choice::Auto,
+            },
+            Some("allowed_tools") => v
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|t| {
+                    matches!(
+                        t.get("type").and_then(Value::as_str),
+                        Some("function" | "custom")
+                    )
+                })
+                .find_map(|t| str_of(t, "name"))
+                .map_or(Choice::Auto, Choice::Named),
+            _ => Choice::Auto,
+        },
+        _ => Choice::Auto,
+    };
+    c.echo = Some(Box::new(responses_echo(body)));
+    c
+}
+
+/// The request parameters a Responses body echoes, with the API's defaults (floats as
+/// `1.0`), in no particular order (the renderer picks them by name).
+fn responses_echo(body: &Value) -> Value {
+    let get = |k: &str, default: Value| -> Value {
+        match body.get(k) {
+            Some(v) if !v.is_null() => v.clone(),
+            _ => default,
+        }
+    };
+    let tools: Vec<Value> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            if t.get("type").and_then(Value::as_str) != Some("function") {
+                return t.clone();
+            }
+            // Echoed flat, in the API's order, `description: null` and `strict: true` filled in.
+            let f = |k: &str, d: Value| t.get(k).cloned().unwrap_or(d);
+            serde_json::json!({
+                "type": "function",
+                "description": f("description", Value::Null),
+                "name": f("name", Value::Null),
+                "parameters": f("parameters", Value::Null),
+                "strict": f("strict", Value::Bool(true))
+            })
+        })
+        .collect();
+    let reasoning = body.get("reasoning");
+    let pick = |k: &str| {
+        reasoning
+            .and_then(|r| r.get(k))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let text = body.get("text");
+    let include_encrypted = body
+        .get("include")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .any(|i| i.as_str() == Some("reasoning.encrypted_content"))
+        });
+    serde_json::json!({
+        "instructions": get("instructions", Value::Null),
+        "max_output_tokens": get("max_output_tokens", Value::Null),
+        "max_tool_calls": get("max_tool_calls", Value::Null),
+        "parallel_tool_calls": get("parallel_tool_calls", Value::Bool(true)),
+        "previous_response_id": get("previous_response_id", Value::Null),
+        "prompt_cache_key": get("prompt_cache_key", Value::Null),
+        "prompt_cache_retention": get("prompt_cache_retention", Value::Null),
+        "reasoning": {"effort": pick("effort"), "summary": pick("summary")},
+        "safety_identifier": get("safety_identifier", Value::Null),
+        "service_tier": get("service_tier", Value::String("auto".into())),
+        "store": get("store", Value::Bool(true)),
+        "temperature": get("temperature", Value::from(1.0)),
+        "frequency_penalty": get("frequency_penalty", Value::from(0.0)),
+        "presence_penalty": get("presence_penalty", Value::from(0.0)),
+        "text": {
+            "format": text.and_then(|t| t.get("format")).cloned().unwrap_or(serde_json::json!({"type": "text"})),
+            "verbosity": text.and_then(|t| t.get("verbosity")).cloned().unwrap_or(Value::String("medium".into()))
+        },
+        "tool_choice": get("tool_choice", Value::String("auto".into())),
+        "tools": tools,
+        "top_logprobs": get("top_logprobs", Value::from(0)),
+        "top_p": get("top_p", Value::from(1.0)),
+        "truncation": get("truncation", Value::String("disabled".into())),
+        "user": get("user", Value::Null),
+        "metadata": get("metadata", serde_json::json!({})),
+        "include_encrypted": include_encrypted
+    })
 }

@@ -1,7 +1,7 @@
 //! Turning a rendered answer into an HTTP response, applying delays and faults.
 
 use crate::behavior::{Behavior, Fault};
-use crate::render::{Payload, Rendered};
+use crate::render::{Midstream, Payload, Rendered};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
@@ -105,7 +105,7 @@ fn drip(all: Bytes, b: &Behavior, steps: &mut Vec<Step>) {
 }
 
 /// The body of a successful answer under behavior `b`.
-pub fn answer_body(payload: Payload, bad_event: Bytes, midstream: Bytes, b: &Behavior) -> Body {
+pub fn answer_body(payload: Payload, bad_event: Bytes, midstream: Midstream, b: &Behavior) -> Body {
     let mut steps = Vec::new();
     if b.fault == Some(Fault::FirstEventDelay) && b.first_event_delay_ms > 0 {
         steps.push(Step::Sleep(b.first_event_delay_ms));
@@ -129,7 +129,7 @@ pub fn answer_body(payload: Payload, bad_event: Bytes, midstream: Bytes, b: &Beh
                 Some(Fault::BadEvent | Fault::MalformedJson) => events.insert(n, bad_event),
                 Some(Fault::MidstreamError) => {
                     events.truncate(n);
-                    events.push(midstream);
+                    events.push(midstream(n));
                 }
                 Some(Fault::Cut) => {
                     events.truncate(n);

@@ -160,6 +160,30 @@ pub const ENVELOPES: &[(&str, &str)] = &[
         fixture!("openai/error_503_overloaded.http.json"),
     ),
     (
+        "openai-responses/error_400_invalid_request",
+        fixture!("openai-responses/error_400_invalid_request.http.json"),
+    ),
+    (
+        "openai-responses/error_400_model_not_found",
+        fixture!("openai-responses/error_400_model_not_found.http.json"),
+    ),
+    (
+        "openai-responses/error_400_previous_response_not_found",
+        fixture!("openai-responses/error_400_previous_response_not_found.http.json"),
+    ),
+    (
+        "openai-responses/error_400_reasoning_item_without_following_item",
+        fixture!("openai-responses/error_400_reasoning_item_without_following_item.http.json"),
+    ),
+    (
+        "openai-responses/error_429_insufficient_quota",
+        fixture!("openai-responses/error_429_insufficient_quota.http.json"),
+    ),
+    (
+        "openai-responses/error_429_rate_limit",
+        fixture!("openai-responses/error_429_rate_limit.http.json"),
+    ),
+    (
         "qwen/error_401_invalid_api_key",
         fixture!("qwen/error_401_invalid_api_key.http.json"),
     ),
@@ -176,10 +200,12 @@ pub struct Envelope {
 fn parse(name: &str, text: &str) -> Envelope {
     let v: Value = serde_json::from_str(text).expect("fixture envelope is JSON");
     let status = v["status"].as_u64().expect("fixture status") as u16;
+    // `content-length` is left to hyper: it is the served body's.
     let headers = v["headers"]
         .as_object()
         .map(|h| {
             h.iter()
+                .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
                 .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
                 .collect()
         })
@@ -188,8 +214,12 @@ fn parse(name: &str, text: &str) -> Envelope {
         Bytes::from(raw.to_string())
     } else {
         let body = v.get("body").cloned().unwrap_or(Value::Null);
-        // OpenAI and Gemini pretty-print their error bodies; the others send compact JSON.
-        if name.starts_with("openai/") || name.starts_with("gemini/") {
+        // The Responses API pretty-prints without a trailing newline, its error in the wire
+        // order message, type, param, code (the recorder sorted some of these files' keys).
+        // OpenAI and Gemini pretty-print theirs; the others send compact JSON.
+        if name.starts_with("openai-responses/") {
+            crate::json::pretty_ascii(&wire_order(body))
+        } else if name.starts_with("openai/") || name.starts_with("gemini/") {
             crate::json::pretty_nl(&body)
         } else {
             Bytes::from(crate::json::compact(&body))
@@ -200,6 +230,21 @@ fn parse(name: &str, text: &str) -> Envelope {
         headers,
         body,
     }
+}
+
+/// `{"error": {message, type, param, code, …rest}}`.
+fn wire_order(mut body: Value) -> Value {
+    if let Some(Value::Object(err)) = body.get_mut("error") {
+        let mut sorted = serde_json::Map::new();
+        for k in ["message", "type", "param", "code"] {
+            if let Some(v) = err.remove(k) {
+                sorted.insert(k.to_string(), v);
+            }
+        }
+        sorted.append(err);
+        *err = sorted;
+    }
+    body
 }
 
 fn all() -> &'static HashMap<&'static str, Envelope> {

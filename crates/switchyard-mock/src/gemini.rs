@@ -3,7 +3,7 @@
 use crate::answer::{Answer, Content};
 use crate::conv::Conv;
 use crate::json::{gemini_compact, pretty_nl};
-use crate::render::{Ctx, Payload, Rendered, StreamOpts};
+use crate::render::{fixed, Ctx, Payload, Rendered, StreamOpts};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
@@ -98,7 +98,7 @@ pub fn render(conv: &Conv, ans: &Answer, _ctx: Ctx, opts: StreamOpts) -> Rendere
         headers: Vec::new(),
         payload,
         bad_event: Bytes::from_static(b"data: {not json\r\n\r\n"),
-        midstream_error: midstream_error(),
+        midstream_error: fixed(midstream_error()),
     }
 }
 

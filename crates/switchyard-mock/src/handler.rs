@@ -3,9 +3,9 @@
 use crate::behavior::{Behavior, Fault};
 use crate::conv::{self, Proto};
 use crate::faults::{self, full, Body};
-use crate::render::{self, Ctx, StreamOpts};
+use crate::render::{self, Ctx, Rendered, StreamOpts};
 use crate::server::{Raw, Shared};
-use crate::{anthropic, fixtures, gemini, openai};
+use crate::{anthropic, embeddings, fixtures, gemini, openai, responses, tokens};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
 use http_body_util::BodyExt;
@@ -15,10 +15,24 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// What an API endpoint does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// Generate an answer (chat completions, messages, generateContent, responses).
+    Chat,
+    /// Embeddings (OpenAI, Gemini `:embedContent`).
+    Embed,
+    /// Gemini `:batchEmbedContents`.
+    EmbedBatch,
+    /// Token counting.
+    Count,
+}
+
 enum Route {
-    /// A chat endpoint; for Azure and Gemini the model comes from the path.
-    Chat {
+    /// An API endpoint; for Azure and Gemini the model comes from the path.
+    Api {
         proto: Proto,
+        op: Op,
         model: Option<String>,
         stream: bool,
     },
@@ -27,8 +41,9 @@ enum Route {
 }
 
 fn route(method: &Method, path: &str) -> Route {
-    let chat = |proto, model: Option<&str>, stream| Route::Chat {
+    let api = |proto, op, model: Option<&str>, stream| Route::Api {
         proto,
+        op,
         model: model.map(str::to_string),
         stream,
     };
@@ -42,14 +57,24 @@ fn route(method: &Method, path: &str) -> Route {
         return Route::NotFound;
     }
     match path {
-        "/v1/chat/completions" | "/chat/completions" => return chat(Proto::OpenAi, None, false),
-        "/v1/messages" => return chat(Proto::Anthropic, None, false),
+        "/v1/chat/completions" | "/chat/completions" => {
+            return api(Proto::OpenAi, Op::Chat, None, false)
+        }
+        "/v1/embeddings" | "/embeddings" => return api(Proto::OpenAi, Op::Embed, None, false),
+        "/v1/responses" | "/responses" => return api(Proto::Responses, Op::Chat, None, false),
+        "/v1/responses/input_tokens" | "/responses/input_tokens" => {
+            return api(Proto::Responses, Op::Count, None, false)
+        }
+        "/v1/messages" => return api(Proto::Anthropic, Op::Chat, None, false),
+        "/v1/messages/count_tokens" => return api(Proto::Anthropic, Op::Count, None, false),
         _ => {}
     }
     if let Some(rest) = path.strip_prefix("/openai/deployments/") {
-        if let Some(dep) = rest.strip_suffix("/chat/completions") {
-            if !dep.is_empty() && !dep.contains('/') {
-                return chat(Proto::Azure, Some(dep), false);
+        for (suffix, op) in [("/chat/completions", Op::Chat), ("/embeddings", Op::Embed)] {
+            if let Some(dep) = rest.strip_suffix(suffix) {
+                if !dep.is_empty() && !dep.contains('/') {
+                    return api(Proto::Azure, op, Some(dep), false);
+                }
             }
         }
     }
@@ -57,11 +82,16 @@ fn route(method: &Method, path: &str) -> Route {
         .strip_prefix("/v1beta/models/")
         .or_else(|| path.strip_prefix("/v1/models/"));
     if let Some(rest) = gem {
-        if let Some(m) = rest.strip_suffix(":generateContent") {
-            return chat(Proto::Gemini, Some(m), false);
-        }
-        if let Some(m) = rest.strip_suffix(":streamGenerateContent") {
-            return chat(Proto::Gemini, Some(m), true);
+        for (suffix, op, stream) in [
+            (":generateContent", Op::Chat, false),
+            (":streamGenerateContent", Op::Chat, true),
+            (":embedContent", Op::Embed, false),
+            (":batchEmbedContents", Op::EmbedBatch, false),
+            (":countTokens", Op::Count, false),
+        ] {
+            if let Some(m) = rest.strip_suffix(suffix) {
+                return api(Proto::Gemini, op, Some(m), stream);
+            }
         }
     }
     Route::NotFound
@@ -96,6 +126,13 @@ fn own_error(proto: Option<Proto>, status: u16, message: &str) -> Response<Body>
                 gemini::error_body(status, message, st),
             )
         }
+        Some(Proto::Responses) => {
+            let code = (status == 404).then_some("not_found");
+            (
+                "application/json",
+                responses::error_body(message, "invalid_request_error", code),
+            )
+        }
         _ => {
             let code = (status == 404).then_some("not_found");
             (
@@ -120,7 +157,7 @@ fn envelope_response(name: &str, b: &Behavior) -> Option<Response<Body>> {
 
 fn auth_fixture(proto: Proto) -> &'static str {
     match proto {
-        Proto::OpenAi => "openai/error_401_invalid_api_key",
+        Proto::OpenAi | Proto::Responses => "openai/error_401_invalid_api_key",
         Proto::Azure => "azure/error_401_access_denied",
         Proto::Anthropic => "anthropic/error_401_authentication",
         Proto::Gemini => "gemini/error_400_api_key_invalid",
@@ -179,7 +216,7 @@ pub(crate) async fn handle(
     let body: Bytes = body.collect().await.map_err(io::Error::other)?.to_bytes();
     let route = route(&parts.method, parts.uri.path());
     let json: Option<Value> = match route {
-        Route::Chat { .. } if !body.is_empty() => serde_json::from_slice(&body).ok(),
+        Route::Api { .. } if !body.is_empty() => serde_json::from_slice(&body).ok(),
         _ => None,
     };
     shared.record(Raw {
@@ -189,7 +226,7 @@ pub(crate) async fn handle(
         body: body.clone(),
     });
     let proto = match &route {
-        Route::Chat { proto, .. } => Some(*proto),
+        Route::Api { proto, .. } => Some(*proto),
         _ => None,
     };
     let b = match select_behavior(&shared, &parts.headers, json.as_ref())
@@ -211,7 +248,7 @@ pub(crate) async fn handle(
         Some(Fault::Hang) => std::future::pending::<()>().await,
         _ => {}
     }
-    let (proto, model, stream) = match route {
+    let (proto, op, model, stream) = match route {
         Route::NotFound => {
             let msg = format!("Unknown path: {} {}", parts.method, parts.uri.path());
             return Ok(own_error(None, 404, &msg));
@@ -225,11 +262,12 @@ pub(crate) async fn handle(
                 full(openai::models(now())),
             ));
         }
-        Route::Chat {
+        Route::Api {
             proto,
+            op,
             model,
             stream,
-        } => (proto, model, stream),
+        } => (proto, op, model, stream),
     };
     let keys = shared.valid_keys();
     if !keys.is_empty() && !key_ok(&keys, &parts.headers, parts.uri.query()) {
@@ -261,10 +299,17 @@ pub(crate) async fn handle(
             "We could not parse the JSON body of your request.",
         ));
     };
+    if op != Op::Chat {
+        return Ok(match other_op(proto, op, model.as_deref(), &json, seq) {
+            Ok(rendered) => faults::answer(rendered, &b),
+            Err(msg) => own_error(Some(proto), 400, &msg),
+        });
+    }
     let conv = match proto {
         Proto::OpenAi | Proto::Azure => conv::openai(&json, model.as_deref()),
         Proto::Anthropic => conv::anthropic(&json),
         Proto::Gemini => conv::gemini(&json, model.as_deref().unwrap_or_default(), stream),
+        Proto::Responses => conv::responses(&json),
     };
     if conv.model.is_empty() {
         return Ok(own_error(
@@ -289,4 +334,70 @@ pub(crate) async fn handle(
         opts,
     );
     Ok(faults::answer(rendered, &b))
+}
+
+/// Embeddings and token counts: a complete JSON body, or the message of a 400.
+fn other_op(
+    proto: Proto,
+    op: Op,
+    model: Option<&str>,
+    json: &Value,
+    seq: u64,
+) -> Result<Rendered, String> {
+    let openai_headers = |model: Option<&str>| {
+        let mut h = vec![
+            ("x-request-id", format!("req_mock_{seq}")),
+            ("openai-processing-ms", "1".to_string()),
+            ("openai-version", "2020-10-01".to_string()),
+        ];
+        if let Some(m) = model {
+            h.insert(0, ("openai-model", m.to_string()));
+        }
+        h
+    };
+    const GEMINI_CT: &str = "application/json; charset=UTF-8";
+    let request_model = || {
+        model
+            .map(str::to_string)
+            .or_else(|| {
+                json.get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| "you must provide a model parameter".to_string())
+    };
+    Ok(match (proto, op) {
+        (Proto::Gemini, Op::Embed) => {
+            Rendered::full(GEMINI_CT, Vec::new(), embeddings::gemini_single(json)?)
+        }
+        (Proto::Gemini, Op::EmbedBatch) => Rendered::full(
+            GEMINI_CT,
+            Vec::new(),
+            embeddings::gemini_batch(json, model.unwrap_or_default())?,
+        ),
+        (Proto::Gemini, _) => Rendered::full(
+            GEMINI_CT,
+            Vec::new(),
+            tokens::gemini(json, model.unwrap_or_default()),
+        ),
+        (Proto::Anthropic, _) => {
+            request_model()?;
+            Rendered::full(
+                "application/json",
+                vec![("request-id", format!("req_mock_{seq}"))],
+                tokens::anthropic(json),
+            )
+        }
+        (Proto::Responses, _) => Rendered::full(
+            "application/json",
+            openai_headers(None),
+            tokens::responses(json),
+        ),
+        (Proto::OpenAi | Proto::Azure, _) => {
+            let m = request_model()?;
+            let body = embeddings::openai(json, &m)?;
+            Rendered::full("application/json", openai_headers(Some(&m)), body)
+        }
+    })
 }

@@ -1,6 +1,7 @@
-//! Mock upstream LLM providers — OpenAI, Azure OpenAI, Anthropic and Gemini wire formats —
-//! with fault injection, for switchyard's tests, demo (`switchyard serve` with no config)
-//! and benchmark (`switchyard mock --listen ADDR`).
+//! Mock upstream LLM providers — OpenAI (Chat Completions and Responses), Azure OpenAI,
+//! Anthropic and Gemini wire formats, plus embeddings and token counting — with fault
+//! injection, for switchyard's tests, demo (`switchyard serve` with no config), benchmark
+//! (`switchyard mock --listen ADDR`) and scripted agent-CLI runs.
 //!
 //! The wire output is built independently of the gateway's own types (plain
 //! `serde_json::Value` with preserved key order) and follows the recorded fixtures in
@@ -8,7 +9,10 @@
 //! newline, streams `data: {compact}\n\n` + `data: [DONE]\n\n`; Anthropic compact JSON and
 //! `event: X\ndata: {…}\n\n` streams (message_start, content_block_start, ping,
 //! content_block_delta, content_block_stop, message_delta, message_stop); Gemini 2-space
-//! pretty bodies and `data: {…}\r\n\r\n` streams with no terminator.
+//! pretty bodies and `data: {…}\r\n\r\n` streams with no terminator; Responses 2-space
+//! pretty bodies with non-ASCII as `\uXXXX` and no trailing newline, streams
+//! `event: X\ndata: {compact}\n\n` with `sequence_number` 0, 1, 2 … on every event and no
+//! `[DONE]` (details in the `responses` module).
 //!
 //! # Endpoints
 //!
@@ -19,27 +23,56 @@
 //! | `POST /v1/messages` | Anthropic (stream with `"stream": true`) |
 //! | `POST /v1beta/models/{model}:generateContent` | Gemini (`/v1/models/…` accepted too) |
 //! | `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` | Gemini SSE (always SSE, `alt` is not checked) |
+//! | `POST /v1/responses`, `POST /responses` | OpenAI Responses (stream with `"stream": true`): `response.created`, `response.in_progress`, per item `output_item.added` … `output_item.done`, `response.completed` with usage. Non-stream shaped like `openai-responses/responses_text.response.json` (2025 field set), streams like `stream_text.sse` (2026 field set; `type` first, other keys alphabetical). Request parameters are echoed with the API's defaults. No `GET /v1/responses/{id}`, no `previous_response_id` store |
+//! | `POST /v1/responses/input_tokens`, `POST /responses/input_tokens` | `{"input_tokens": N, "object": "response.input_tokens"}` (pretty, no newline) |
+//! | `POST /v1/messages/count_tokens` (`?beta=true` accepted) | `{"input_tokens":N}` (compact); `model` required |
+//! | `POST /v1beta/models/{model}:countTokens` | `{"totalTokens": N, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": N}]}`; body `{contents}` or `{generateContentRequest: {…}}` |
+//! | `POST /v1/embeddings`, `POST /embeddings`, `POST /openai/deployments/{d}/embeddings` | OpenAI embeddings: `input` string, strings, token array or token arrays; `dimensions`; `encoding_format` `float` (default) or `base64` (little-endian f32) |
+//! | `POST /v1beta/models/{model}:embedContent` | `{embedding: {values}, usageMetadata}`; `outputDimensionality` |
+//! | `POST /v1beta/models/{model}:batchEmbedContents` | `{embeddings: [{values}]}` in request order; a request's `model` must be `models/{model}` (else 400) |
 //! | `GET /v1/models` | OpenAI model list |
 //! | anything else | 404, OpenAI-style JSON error |
 //!
+//! Token counts (`N` above) are the prompt tokens a generation with the same body reports in
+//! its usage (rule below), so a test can predict them. Embedding vectors are deterministic
+//! unit vectors derived from each input text (same text → same floats; base64 decodes to
+//! exactly the float answer), 8 dimensions unless the request asks for 1..=4096; usage
+//! `prompt_tokens` = characters of all inputs / 4 (at least 1; token-array inputs count
+//! their tokens); the Gemini single embed reports `usageMetadata` the same way, the batch
+//! none (as recorded).
+//!
 //! # Answers
 //!
-//! * Text: `"Hello from the mock {openai|anthropic|gemini} provider."` (Azure says `openai`),
-//!   streamed as word pieces (each word with the whitespace before it).
-//! * Usage: prompt tokens = characters (Unicode scalar values) of all system, message and
-//!   tool-result text / 4, at least 1; completion tokens = number of pieces (+ reasoning
-//!   pieces; a tool call counts its argument fragments of 8 characters).
+//! * Text: `"Hello from the mock {openai|anthropic|gemini} provider."` (Azure and Responses
+//!   say `openai`), streamed as word pieces (each word with the whitespace before it).
+//! * Usage: prompt tokens = characters (Unicode scalar values) of all system (Responses:
+//!   `instructions`), message and tool-result text / 4, at least 1 (tool definitions,
+//!   tool-call arguments and reasoning items do not count); completion tokens = number of
+//!   pieces (+ reasoning pieces; a tool call counts its argument fragments of 8 characters).
 //! * `model` in the response is the request's (Azure: the deployment; Gemini: `modelVersion`
 //!   = the model in the URL).
 //! * Tools: when the request has tools, the tool choice is not none, there is no tool result
 //!   after the last user text and no prefill, the answer is one call of the named tool (or the
-//!   first tool) with arguments synthesized from its schema `properties`: string → `"mock"`
-//!   (first `enum` value if there is one), number/integer → 1, boolean → true, else null.
-//!   Ids are `call_mock_<seq>` / `toolu_mock_<seq>` (`seq` = request number since start).
-//! * Tool results (OpenAI `role: tool`, Anthropic `tool_result`, Gemini `functionResponse`)
-//!   after the last user text: `"Tool result received: <content text>"` (several results
-//!   joined by `\n`; a Gemini response object is its compact JSON, or the string of a lone
-//!   `{"result": "…"}`).
+//!   first function tool) with arguments synthesized from its schema `properties`: string →
+//!   `"mock"` (first `enum` value if there is one), number/integer → 1, boolean → true, else
+//!   null. Responses: `tools` of type `function` and `custom` count (hosted tools such as
+//!   `web_search` do not); `tool_choice` `"none"`, `{"type": "function"|"custom", "name"}`
+//!   or `allowed_tools` (its first function/custom tool); a `custom` tool is only picked
+//!   when named or when it is the only kind offered, and is answered with a
+//!   `custom_tool_call` item whose `input` is `"mock"`. Ids are `call_mock_<seq>` /
+//!   `toolu_mock_<seq>` (`seq` = request number since start); Responses items are
+//!   `fc_mock_<seq>` / `ctc_mock_<seq>` with `call_id` `call_mock_<seq>`, `msg_mock_<seq>`,
+//!   `rs_mock_<seq>`, in `resp_mock_<seq>`.
+//! * Tool results (OpenAI `role: tool`, Anthropic `tool_result`, Gemini `functionResponse`,
+//!   Responses `function_call_output` / `custom_tool_call_output`) after the last user text:
+//!   `"Tool result received: <content text>"` (several results joined by `\n`; a Gemini
+//!   response object is its compact JSON, or the string of a lone `{"result": "…"}`). Text
+//!   blocks in the same Anthropic user message as a `tool_result` (Claude Code's reminders),
+//!   and text parts beside a Gemini `functionResponse`, do not start a new user turn.
+//! * Responses `input`: a string is one user message; `message` items (with or without
+//!   `type`, content a string or `input_text`/`output_text` parts) of role `user` are user
+//!   text, other roles only count for usage; `function_call`, `custom_tool_call`,
+//!   `reasoning` and other items are ignored for the answer. There is no prefill.
 //! * Prefill: when the last message is an assistant (Gemini `model`) text message whose text
 //!   is a prefix of the full answer, only the remainder is answered (re-split into word
 //!   pieces, no reasoning). A prefill that is not a prefix gets the full answer.
@@ -55,11 +88,12 @@
 //! |---|---|
 //! | `text` | answer text (wins over the default and the tool-result text) |
 //! | `chunks` | split the answer into exactly N pieces: consecutive words are grouped (the first `words % N` pieces get one extra word); if the text has fewer than N words it becomes `"word1 word2 … wordN"` |
-//! | `reasoning` | reasoning before the answer: OpenAI `reasoning_content` (DeepSeek style), Anthropic `thinking` block, Gemini `thought: true` part |
+//! | `reasoning` | reasoning before the answer: OpenAI `reasoning_content` (DeepSeek style), Anthropic `thinking` block, Gemini `thought: true` part, Responses `reasoning` item with one `summary_text` (streamed as `reasoning_summary_*` events; `encrypted_content` when the request's `include` has `reasoning.encrypted_content`) |
+//! | `tool_loop` | `{"tool": "Bash", "arguments": {"command": "ls"}, "final": "Done: {result}"}` (each key optional): a scripted one-step tool loop for agent CLIs, in every format, stream or not. While there is no tool result after the last user turn the answer is one call of `tool` (default: the tool rule's pick) with `arguments` (any JSON, default: synthesized from the tool's schema; for a Responses `custom` tool a string is the `input`), whatever `tool_choice` says and even when `tool` is not among the tools offered — but a request that offers no tools at all (an agent's side request: title, topic) gets a normal answer. The request that carries the result is answered with `final` (default: `text`, else `"Tool result received: {result}"`), every `{result}` replaced by the result text. A new user turn starts the loop again. Settable per request (`x-mock-behavior`, body `mock`) or for the whole server ([`MockServer::set_default`], or `SWITCHYARD_MOCK_BEHAVIOR` for [`run`]) |
 //! | `latency_ms` | delay before the response headers |
 //! | `chunk_delay_ms` | delay between stream events |
 //! | `status`, `headers`, `body` | respond with this status, headers and body (a JSON string is sent verbatim, other JSON compact); `headers` are also added to normal answers |
-//! | `fixture` | serve an error envelope by name, e.g. `"openai/error_429_rate_limit_tokens"`, `"anthropic/error_529_overloaded"`, `"gemini/error_429_resource_exhausted"` (every `error_*.http.json` of openai, anthropic, gemini, azure, deepseek, qwen; see [`fixtures::names`]) |
+//! | `fixture` | serve an error envelope by name, e.g. `"openai/error_429_rate_limit_tokens"`, `"anthropic/error_529_overloaded"`, `"gemini/error_429_resource_exhausted"`, `"openai-responses/error_400_model_not_found"` (every `error_*.http.json` of openai, openai-responses, anthropic, gemini, azure, deepseek, qwen; see [`fixtures::names`]; `openai-responses` bodies are pretty without a newline, error keys in the wire order message, type, param, code; `content-length` is always the served body's) |
 //! | `fault` | one of the faults below |
 //! | `fault_rate` | a number in 0..=1: the failure part of the behavior (`fixture`, `status`, `fault`) applies only to that fraction of requests, drawn at random per request; the others get a normal answer (`latency_ms`, `chunks`, `headers`, … still apply). E.g. `{"fixture": "openai/error_429_rate_limit_tokens", "fault_rate": 0.5}` rate-limits about half the requests. Absent: every request. Outside 0..=1: 400 |
 //! | `after_events` | events sent before `cut`, `stall`, `bad_event`, `midstream_error` act (default 0) |
@@ -76,21 +110,26 @@
 //! * `stall` — `after_events` events, then nothing while the connection stays open.
 //!   Non-stream: half the body, then nothing.
 //! * `no_finish` — the stream ends cleanly with no finish reason (OpenAI: no finish chunk, no
-//!   usage chunk; Anthropic: no `message_delta`; Gemini: no `finishReason`) and no terminator.
+//!   usage chunk; Anthropic: no `message_delta`; Gemini: no `finishReason`; Responses: no
+//!   `response.completed`) and no terminator.
 //! * `no_terminator` — finish reason sent, no `data: [DONE]` / `message_stop` (Gemini streams
-//!   never have one).
+//!   never have one; for Responses, whose `response.completed` is both, like `no_finish`).
 //! * `bad_event` — one unparsable event (`data: {not json`) after `after_events` events, then
 //!   the stream goes on normally.
 //! * `midstream_error` — after `after_events` events, the provider's in-band error (OpenAI
 //!   `data: {"error":…}`, Anthropic `event: error` overloaded, Gemini a bare JSON error object,
-//!   all verbatim from the fixtures), then the stream ends. No effect on non-stream requests.
+//!   all verbatim from the fixtures; Responses `event: error` then `event: response.failed`
+//!   with the payloads of `openai-responses/stream_error_failed.sse`, `insufficient_quota`,
+//!   numbered on from `after_events`), then the stream ends. No effect on non-stream requests.
 //! * `malformed_json` — non-stream: 200 with the first half of the JSON body. Stream: like
 //!   `bad_event`.
 //! * `drip` — the whole response body written in `drip_bytes`-byte pieces, `drip_delay_ms`
 //!   apart.
 //!
 //! Order of effects: the `fault_rate` roll, `latency_ms`, then `drop`/`hang`, then the route (404), the key check
-//! ([`MockServer::set_valid_keys`]), `fixture`, `status`, and finally the answer.
+//! ([`MockServer::set_valid_keys`]; Responses uses the OpenAI 401), `fixture`, `status`, and finally the answer.
+//! Embeddings and token counts take every behavior too; having no stream, the stream-only
+//! faults act as on any non-stream body (`cut`/`stall` after half, `malformed_json`, `drip`).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -119,6 +158,7 @@ mod answer;
 mod anthropic;
 mod behavior;
 mod conv;
+mod embeddings;
 mod faults;
 pub mod fixtures;
 mod gemini;
@@ -126,23 +166,77 @@ mod handler;
 mod json;
 mod openai;
 mod render;
+mod responses;
 mod server;
 mod text;
+mod tokens;
 
-pub use behavior::{Behavior, Fault};
+pub use behavior::{Behavior, Fault, ToolLoop};
 pub use server::{MockServer, RecordedRequest, MAX_RECORDED};
 
-/// Run the mock providers on `addr` until ctrl-c (`switchyard mock --listen ADDR`).
+/// Environment variable [`run`] reads a default [`Behavior`] (JSON) from.
+pub const BEHAVIOR_ENV: &str = "SWITCHYARD_MOCK_BEHAVIOR";
+
+/// Run the mock providers on `addr` until ctrl-c (`switchyard mock --listen ADDR`), with
+/// the default behavior from [`BEHAVIOR_ENV`] if it is set (e.g.
+/// `SWITCHYARD_MOCK_BEHAVIOR='{"tool_loop":{"tool":"Bash","arguments":{"command":"ls"}}}'`);
+/// invalid JSON there is an `InvalidInput` error.
 pub async fn run(addr: &str) -> std::io::Result<()> {
+    let default = env_behavior(std::env::var(BEHAVIOR_ENV).ok().as_deref())?;
+    run_with_default(addr, default).await
+}
+
+/// The default behavior held by [`BEHAVIOR_ENV`]'s value (unset or blank: none).
+fn env_behavior(value: Option<&str>) -> std::io::Result<Option<Behavior>> {
+    match value {
+        Some(json) if !json.trim().is_empty() => Behavior::from_json(json).map(Some).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{BEHAVIOR_ENV}: {e}"),
+            )
+        }),
+        _ => Ok(None),
+    }
+}
+
+/// [`run`] with an explicit default behavior (for a `--behavior JSON` flag).
+pub async fn run_with_default(addr: &str, default: Option<Behavior>) -> std::io::Result<()> {
     let server = MockServer::start(addr).await?;
+    if let Some(b) = default {
+        server.set_default(b);
+    }
     let base = server.base_url();
     println!("switchyard mock providers listening on {base}");
-    println!("  OpenAI:    POST {base}/v1/chat/completions");
+    println!(
+        "  OpenAI:    POST {base}/v1/chat/completions, {base}/v1/responses, {base}/v1/embeddings"
+    );
     println!("  Azure:     POST {base}/openai/deployments/{{deployment}}/chat/completions");
-    println!("  Anthropic: POST {base}/v1/messages");
+    println!("  Anthropic: POST {base}/v1/messages, {base}/v1/messages/count_tokens");
     println!("  Gemini:    POST {base}/v1beta/models/{{model}}:generateContent");
     println!("             POST {base}/v1beta/models/{{model}}:streamGenerateContent?alt=sse");
+    println!("             POST {base}/v1beta/models/{{model}}:embedContent, :batchEmbedContents, :countTokens");
     tokio::signal::ctrl_c().await?;
     server.shutdown();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn env_behavior() {
+        assert_eq!(super::env_behavior(None).unwrap(), None);
+        assert_eq!(super::env_behavior(Some(" ")).unwrap(), None);
+        let b = super::env_behavior(Some(
+            r#"{"tool_loop":{"tool":"Bash","arguments":{"command":"ls"},"final":"ok"}}"#,
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            b,
+            super::Behavior::tool_loop("Bash", serde_json::json!({"command": "ls"}), "ok")
+        );
+        let e = super::env_behavior(Some(r#"{"tool_loop":{"toool":1}}"#)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().starts_with("SWITCHYARD_MOCK_BEHAVIOR: "));
+    }
 }

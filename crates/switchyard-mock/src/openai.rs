@@ -3,7 +3,7 @@
 use crate::answer::{Answer, Content, ARG_FRAGMENT};
 use crate::conv::Conv;
 use crate::json::{compact, pretty_nl};
-use crate::render::{Ctx, Payload, Rendered, StreamOpts};
+use crate::render::{fixed, Ctx, Payload, Rendered, StreamOpts};
 use crate::text;
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -61,7 +61,7 @@ pub fn render(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Rendered
         ],
         payload,
         bad_event: Bytes::from_static(b"data: {not json\n\n"),
-        midstream_error: midstream_error(),
+        midstream_error: fixed(midstream_error()),
     }
 }
 
@@ -76,7 +76,7 @@ fn non_stream(conv: &Conv, ans: &Answer, ctx: Ctx) -> Value {
             m["annotations"] = json!([]);
             m
         }
-        Content::Tool { id, name, args } => json!({
+        Content::Tool { id, name, args, .. } => json!({
             "role": "assistant",
             "content": null,
             "tool_calls": [{
@@ -155,7 +155,7 @@ fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
                 }
             }
         }
-        Content::Tool { id, name, args } => {
+        Content::Tool { id, name, args, .. } => {
             events.push(chunk(
                 delta(json!({
                     "role": "assistant",

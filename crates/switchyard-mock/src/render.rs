@@ -2,7 +2,7 @@
 
 use crate::answer::Answer;
 use crate::conv::{Conv, Proto};
-use crate::{anthropic, gemini, openai};
+use crate::{anthropic, gemini, openai, responses};
 use bytes::Bytes;
 
 /// Per-response identifiers.
@@ -38,8 +38,34 @@ pub struct Rendered {
     pub payload: Payload,
     /// An unparsable event in the protocol's framing.
     pub bad_event: Bytes,
-    /// An in-band error event in the protocol's framing.
-    pub midstream_error: Bytes,
+    /// The in-band error in the protocol's framing, given the number of events sent
+    /// before it (the Responses API numbers its events).
+    pub midstream_error: Midstream,
+}
+
+/// Builds the in-band error frames from the number of events already sent.
+pub type Midstream = Box<dyn FnOnce(usize) -> Bytes + Send>;
+
+/// A [`Midstream`] that is the same bytes wherever it comes.
+pub fn fixed(bytes: Bytes) -> Midstream {
+    Box::new(move |_| bytes)
+}
+
+impl Rendered {
+    /// A complete non-stream body with no stream fault frames (embeddings, token counts).
+    pub fn full(
+        content_type: &'static str,
+        headers: Vec<(&'static str, String)>,
+        body: Bytes,
+    ) -> Rendered {
+        Rendered {
+            content_type,
+            headers,
+            payload: Payload::Full(body),
+            bad_event: Bytes::new(),
+            midstream_error: fixed(Bytes::new()),
+        }
+    }
 }
 
 /// Render `ans` for `proto`.
@@ -48,5 +74,6 @@ pub fn render(proto: Proto, conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpt
         Proto::OpenAi | Proto::Azure => openai::render(conv, ans, ctx, opts),
         Proto::Anthropic => anthropic::render(conv, ans, ctx, opts),
         Proto::Gemini => gemini::render(conv, ans, ctx, opts),
+        Proto::Responses => responses::render(conv, ans, ctx, opts),
     }
 }

@@ -114,7 +114,8 @@ impl Shared {
     }
 }
 
-/// An in-process mock provider server (OpenAI, Azure, Anthropic and Gemini endpoints).
+/// An in-process mock provider server (OpenAI Chat and Responses, Azure, Anthropic and Gemini
+/// endpoints, embeddings and token counting).
 pub struct MockServer {
     shared: Arc<Shared>,
     addr: SocketAddr,

@@ -284,3 +284,77 @@ pub fn gemini_req() -> Value {
     json!({"systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
         "contents": [{"role": "user", "parts": [{"text": "Hello"}]}]})
 }
+
+// === Responses API, embeddings ===
+
+/// `(event name, data JSON)` of each `event: X\ndata: {…}\n\n` frame.
+pub fn sse_events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter(|ev| !ev.is_empty())
+        .map(|ev| {
+            let name = ev
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or_else(|| panic!("no event line in {ev:?}"));
+            let data = ev
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or_else(|| panic!("no data line in {ev:?}"));
+            (name.to_string(), serde_json::from_str(data).unwrap())
+        })
+        .collect()
+}
+
+/// A Responses event with its top-level keys in the 2026 order: `type`, then alphabetical
+/// (the 2025 captures put `sequence_number` second).
+pub fn order_2026(v: &Value) -> Value {
+    let m = v.as_object().unwrap();
+    let mut keys: Vec<&String> = m.keys().filter(|k| *k != "type").collect();
+    keys.sort();
+    let mut out = serde_json::Map::new();
+    out.insert("type".into(), m["type"].clone());
+    for k in keys {
+        out.insert(k.clone(), m[k].clone());
+    }
+    Value::Object(out)
+}
+
+/// Key paths, sorted (for fixtures whose recorder sorted the keys).
+pub fn sorted_paths(v: &Value) -> Vec<String> {
+    let mut p = key_paths(v);
+    p.sort();
+    p
+}
+
+/// Decode standard base64.
+pub fn b64decode(s: &str) -> Vec<u8> {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = ABC.iter().position(|a| *a == c).expect("base64 char") as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+/// Little-endian f32s of a base64 embedding.
+pub fn b64_floats(s: &str) -> Vec<f32> {
+    b64decode(s)
+        .chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+pub const RESP: &str = "/v1/responses";
+
+pub fn responses_req(stream: bool) -> Value {
+    json!({"model": "gpt-4o-mini", "stream": stream, "instructions": "You are a helpful assistant.",
+        "input": [{"role": "user", "content": "Hello"}]})
+}
