@@ -210,7 +210,15 @@ fn tools(
             | "web_search_preview_2025_03_11" => x.web_search = Some(raw.get().to_owned()),
             other => x.dropped_tools.push(other.to_owned()),
         }
-        x.echo.tools.push(value(raw, &param)?);
+        let mut echo = value(raw, &param)?;
+        if let (Value::Object(o), "function" | "custom") = (&mut echo, t.kind.as_ref()) {
+            // The API echoes a missing or empty description as null.
+            let empty = o.get("description").is_none_or(|d| d.as_str() == Some(""));
+            if empty {
+                o.insert("description".into(), Value::Null);
+            }
+        }
+        x.echo.tools.push(echo);
     }
     Ok(())
 }
@@ -518,12 +526,14 @@ fn items(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), FieldError> {
                     Some("user") => Role::User,
                     Some("assistant") => Role::Assistant,
                     Some("system" | "developer") => Role::System,
-                    Some(other) => return Err(err(
-                        format!("{param}.role"),
-                        format!(
+                    Some(other) => {
+                        return Err(err(
+                            format!("{param}.role"),
+                            format!(
                             "must be `user`, `assistant`, `system` or `developer`, got `{other}`"
                         ),
-                    )),
+                        ))
+                    }
                     None => return Err(missing("role")),
                 };
                 let content = it.content.ok_or_else(|| missing("content"))?;
@@ -582,12 +592,14 @@ fn items(raw: &RawValue, out: &mut Vec<Message>) -> Result<(), FieldError> {
                 m.content
                     .push(ContentPart::ResponsesItem(raw.get().to_owned()));
             }
-            other => return Err(err(
-                &param,
-                format!(
+            other => {
+                return Err(err(
+                    &param,
+                    format!(
                     "input item type `{other}` can only be served by an OpenAI Responses upstream"
                 ),
-            )),
+                ))
+            }
         }
     }
     turns.flush();
