@@ -21,6 +21,7 @@
 mod error;
 mod extras;
 mod items;
+mod params_in;
 mod peek;
 mod request_in;
 mod response;
