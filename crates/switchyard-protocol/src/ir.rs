@@ -89,6 +89,11 @@ pub enum ContentPart {
     },
     /// Anthropic `redacted_thinking`: opaque, echoed unchanged.
     RedactedReasoning(String),
+    /// An OpenAI Responses input item kept as the raw JSON text it arrived
+    /// as (a `reasoning` item with `encrypted_content`): only a Responses
+    /// upstream can use it, byte for byte; every other encoder drops it.
+    /// Its summary text travels separately as `Reasoning` parts.
+    ResponsesItem(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -11,6 +11,9 @@
 //!   the IR, both as upstream provider and as client-facing dialect.
 //! - [`gemini`]: Gemini generateContent request encoding, response / stream
 //!   decoding and error bodies (upstream), plus response / stream encoding.
+//! - [`responses`]: the OpenAI Responses API (`/v1/responses`): item-based
+//!   requests grouped into IR turns, answers and SSE events in both
+//!   directions, and the passthrough view for Responses upstreams.
 
 pub mod anthropic;
 pub mod gemini;
@@ -18,4 +21,5 @@ pub mod ir;
 pub mod json;
 pub mod openai;
 pub mod passthrough;
+pub mod responses;
 pub mod sse;

@@ -286,6 +286,7 @@ fn content_blocks(parts: &[ContentPart]) -> Vec<OutBlock<'_>> {
                 signature: None, ..
             } => None,
             ContentPart::RedactedReasoning(data) => Some(OutBlock::RedactedThinking { data }),
+            ContentPart::ResponsesItem(_) => None,
         })
         .collect()
 }

@@ -95,6 +95,7 @@ fn message(m: &ir::Message) -> Vec<Value> {
             ContentPart::Text(_)
                 | ContentPart::Reasoning { .. }
                 | ContentPart::RedactedReasoning(_)
+                | ContentPart::ResponsesItem(_)
         )
     });
     let content = if only_text || m.role != Role::User {
@@ -149,7 +150,9 @@ fn part(p: &ContentPart) -> Option<Value> {
             }
             Some(serde_json::json!({"type": "image_url", "image_url": image}))
         }
-        ContentPart::Reasoning { .. } | ContentPart::RedactedReasoning(_) => None,
+        ContentPart::Reasoning { .. }
+        | ContentPart::RedactedReasoning(_)
+        | ContentPart::ResponsesItem(_) => None,
     }
 }
 
