@@ -74,7 +74,7 @@ impl Facts {
                         needs.insert(Capability::Vision);
                         IMAGE_CHARS
                     }
-                    ContentPart::RedactedReasoning(_) => 0,
+                    ContentPart::RedactedReasoning(_) | ContentPart::ResponsesItem(_) => 0,
                 };
             }
             chars += m
