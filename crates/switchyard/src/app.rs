@@ -1,7 +1,8 @@
 //! Builds the two routers.
 //!
 //! Client listener (`server.listen`), in the order a request meets it:
-//! 1. axum routing by path; unknown paths get a 404 in the OpenAI envelope.
+//! 1. axum routing by path; unknown paths get a 404 `unknown_endpoint` in
+//!    the envelope of the door the path belongs to.
 //! 2. the handler (`ingress::*`): loads the `Live` snapshot once, reads the
 //!    body within `max_body`, authenticates (every route; there is no
 //!    unauthenticated client endpoint), then normalize → route → reliability
@@ -60,8 +61,10 @@ pub fn client_router(app: App) -> Router {
             post(ingress::openai::chat_completions),
         )
         .route("/v1/messages", post(ingress::anthropic::messages))
-        .route("/v1/models", get(ingress::openai::models))
-        .fallback(ingress::respond::not_found)
+        .route("/v1/models", get(ingress::models::list))
+        .route("/v1/models/{id}", get(ingress::models::retrieve))
+        .route("/", axum::routing::head(ingress::unknown::head_root))
+        .fallback(ingress::unknown::unknown_endpoint)
         .with_state(app)
 }
 

@@ -24,10 +24,11 @@ pub enum ErrorCode {
     GatewayRateLimited,
     NoHealthyDeployment,
     PayloadTooLarge,
+    UnknownEndpoint,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::RateLimited,
         ErrorCode::Overloaded,
         ErrorCode::UpstreamError,
@@ -43,6 +44,7 @@ impl ErrorCode {
         ErrorCode::GatewayRateLimited,
         ErrorCode::NoHealthyDeployment,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::UnknownEndpoint,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,6 +64,7 @@ impl ErrorCode {
             ErrorCode::GatewayRateLimited => "gateway_rate_limited",
             ErrorCode::NoHealthyDeployment => "no_healthy_deployment",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnknownEndpoint => "unknown_endpoint",
         }
     }
 
@@ -80,7 +83,7 @@ impl ErrorCode {
             }
             ErrorCode::AuthFailed => StatusCode::UNAUTHORIZED,
             ErrorCode::Forbidden => StatusCode::FORBIDDEN,
-            ErrorCode::ModelNotFound => StatusCode::NOT_FOUND,
+            ErrorCode::ModelNotFound | ErrorCode::UnknownEndpoint => StatusCode::NOT_FOUND,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         }
     }
@@ -119,7 +122,7 @@ impl ErrorCode {
             }
             ErrorCode::AuthFailed => "authentication_error",
             ErrorCode::Forbidden => "permission_error",
-            ErrorCode::ModelNotFound => "not_found_error",
+            ErrorCode::ModelNotFound | ErrorCode::UnknownEndpoint => "not_found_error",
             ErrorCode::ContextTooLong | ErrorCode::InvalidRequest | ErrorCode::ContentFiltered => {
                 "invalid_request_error"
             }

@@ -14,3 +14,5 @@ pub static CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
 pub static COST_USD: HeaderName = HeaderName::from_static("x-switchyard-cost-usd");
 pub static FALLBACK_REASON: HeaderName = HeaderName::from_static("x-switchyard-fallback-reason");
 pub static ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+pub static ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
+pub static ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");

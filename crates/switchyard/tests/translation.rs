@@ -435,6 +435,92 @@ async fn anthropic_client_streams_tool_calls_with_tool_use_from_every_upstream()
     }
 }
 
+/// A request Claude Code really sent (`fixtures/agents/claude_code/`).
+fn claude_code(name: &str) -> (Value, Value) {
+    let path = format!(
+        "{}/../../fixtures/agents/claude_code/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    (rec["headers"].clone(), rec["body"].clone())
+}
+
+async fn send_as_claude_code(h: &common::Harness, headers: &Value, body: &Value) -> String {
+    let mut req = reqwest::Client::new().post(h.url("/v1/messages?beta=true"));
+    for name in ["anthropic-version", "anthropic-beta", "x-app", "user-agent"] {
+        req = req.header(name, headers[name].as_str().unwrap());
+    }
+    let resp = req.json(body).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.text().await.unwrap()
+}
+
+/// Claude Code's own requests (a `system` message mid-conversation, adaptive
+/// thinking, `context_management`, `output_config`, `cache_control` on
+/// blocks, `?beta=true`, its betas) complete a tool loop through every
+/// upstream protocol (PITFALLS #7); to Anthropic they go as they came.
+#[tokio::test]
+async fn claude_code_requests_complete_a_tool_loop_through_every_upstream() {
+    let h = common::start(THREE).await;
+    let (headers, first) = claude_code("tool_loop_01_messages_tool_use");
+    let (_, second) = claude_code("tool_loop_02_messages_tool_result");
+    for (dep, _, _) in LANES {
+        let mut body = first.clone();
+        body["model"] = json!(dep);
+        let sse = send_as_claude_code(&h, &headers, &body).await;
+        let (names, _, stop, _) = anthropic_stream(&sse);
+        assert_eq!(stop, "tool_use", "{dep}: {sse}");
+        assert_eq!(names.last().map(String::as_str), Some("message_stop"));
+        let mut body = second.clone();
+        body["model"] = json!(dep);
+        let sse = send_as_claude_code(&h, &headers, &body).await;
+        let (_, text, stop, _) = anthropic_stream(&sse);
+        assert_eq!(
+            (text.as_str(), stop.as_str()),
+            ("Tool result received: switchyard-tool-ok", "end_turn"),
+            "{dep}: {sse}"
+        );
+    }
+    // To Anthropic: the body as it came (model aside) and the client's betas.
+    let reqs = h.mock.requests();
+    let an = reqs
+        .iter()
+        .filter(|r| r.path_and_query.starts_with("/v1/messages"))
+        .nth(1)
+        .unwrap();
+    let sent = an.json.clone().unwrap();
+    for key in [
+        "context_management",
+        "output_config",
+        "thinking",
+        "metadata",
+        "system",
+    ] {
+        assert_eq!(sent[key], second[key], "{key}");
+    }
+    assert_eq!(sent["messages"], second["messages"]);
+    assert_eq!(
+        an.header("anthropic-beta"),
+        headers["anthropic-beta"].as_str()
+    );
+    // To OpenAI: the mid-conversation system message stays in place.
+    let oa = reqs
+        .iter()
+        .find(|r| r.path_and_query == "/v1/chat/completions")
+        .unwrap()
+        .json
+        .clone()
+        .unwrap();
+    let roles: Vec<&str> = oa["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    let first_user = roles.iter().position(|r| *r == "user").unwrap();
+    assert!(roles[first_user..].contains(&"system"), "{roles:?}");
+}
+
 // === streams split anywhere ===
 
 #[tokio::test]

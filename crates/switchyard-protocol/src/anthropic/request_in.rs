@@ -157,7 +157,10 @@ fn system(raw: &RawValue) -> Result<Vec<Message>, FieldError> {
             for (i, b) in blocks.into_iter().enumerate() {
                 match (b.kind.as_ref(), b.text) {
                     ("text", Some(t)) => texts.push(t.into_owned()),
-                    _ => return Err(err(format!("system[{i}]"), "expected a text block")),
+                    ("text", None) => {
+                        return Err(err(format!("system[{i}]"), "a text block needs `text`"))
+                    }
+                    _ => {} // not text: nothing a translation can carry
                 }
             }
             texts
@@ -190,13 +193,17 @@ fn messages(raw: &RawValue) -> Result<Vec<Message>, FieldError> {
     for (i, item) in items.into_iter().enumerate() {
         let param = format!("messages[{i}]");
         let m: Msg = field(item, &param)?;
+        // `system` in the middle of the conversation is what Claude Code
+        // sends (the mid-conversation system beta): kept in place, like an
+        // OpenAI system message; adapters that hoist do so on the way out.
         let role = match m.role.as_ref() {
             "user" => Role::User,
             "assistant" => Role::Assistant,
+            "system" => Role::System,
             other => {
                 return Err(err(
                     format!("{param}.role"),
-                    format!("must be `user` or `assistant`, got `{other}`"),
+                    format!("must be `user`, `assistant` or `system`, got `{other}`"),
                 ))
             }
         };
@@ -268,18 +275,31 @@ fn blocks_to_messages(
                 is_error: b.is_error.unwrap_or(false),
                 ..Message::default()
             }),
-            (kind, _) => {
+            (kind @ ("thinking" | "redacted_thinking" | "tool_use" | "tool_result"), _) => {
                 return Err(err(
                     &param,
-                    format!("content block type `{kind}` is not supported here"),
+                    format!("a `{kind}` block cannot be in a {} turn", role_name(role)),
                 ))
             }
+            // Blocks only Anthropic understands (documents, server tool
+            // calls and results, container uploads, newer types): the
+            // passthrough forwards them as they came; a translation drops
+            // them, it never refuses the request (contract §3).
+            _ => {}
         }
     }
     if !msg.content.is_empty() || !msg.tool_calls.is_empty() {
         out.push(msg);
     }
     Ok(())
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User | Role::Tool => "user",
+        Role::Assistant => "assistant",
+    }
 }
 
 fn image(b: &Block, param: &str) -> Result<ContentPart, FieldError> {

@@ -88,6 +88,9 @@ pub struct CallInfo {
     pub traceparent: Option<HeaderValue>,
     /// The whole-request deadline (route `deadline`), if any.
     pub deadline: Option<Instant>,
+    /// An Anthropic client's `anthropic-beta` (all its values, joined), for
+    /// Anthropic upstreams.
+    pub anthropic_beta: Option<HeaderValue>,
 }
 
 /// A successful non-streamed answer, body already in the client's dialect.

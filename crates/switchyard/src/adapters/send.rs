@@ -102,6 +102,11 @@ fn build(
     if let Some(tp) = &call.traceparent {
         h.insert(crate::names::TRACEPARENT.clone(), tp.clone());
     }
+    // An Anthropic client's betas (mid-conversation system messages,
+    // context management…) go to an Anthropic upstream with its body.
+    if let (Adapter::Anthropic, Some(beta)) = (adapter, &call.anthropic_beta) {
+        h.insert(crate::names::ANTHROPIC_BETA.clone(), beta.clone());
+    }
     Ok(req)
 }
 

@@ -56,7 +56,7 @@ fn error_type(code: ErrorCode) -> &'static str {
         }
         ErrorCode::AuthFailed => "authentication_error",
         ErrorCode::Forbidden => "permission_error",
-        ErrorCode::ModelNotFound => "not_found_error",
+        ErrorCode::ModelNotFound | ErrorCode::UnknownEndpoint => "not_found_error",
         ErrorCode::PayloadTooLarge => "request_too_large",
         ErrorCode::RateLimited | ErrorCode::GatewayRateLimited | ErrorCode::BudgetExceeded => {
             "rate_limit_error"

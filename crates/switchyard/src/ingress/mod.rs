@@ -7,10 +7,12 @@ pub mod anthropic;
 pub mod auth;
 pub mod body;
 pub mod degraded;
+pub mod models;
 pub mod openai;
 pub mod pipeline;
 pub mod respond;
 pub mod sse_out;
+pub mod unknown;
 
 use http::HeaderMap;
 

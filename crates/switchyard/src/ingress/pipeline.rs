@@ -97,6 +97,10 @@ pub async fn run(
     let call = CallInfo {
         traceparent: headers.get(&crate::names::TRACEPARENT).cloned(),
         deadline: route.and_then(|r| r.deadline).map(|d| started + d),
+        anthropic_beta: match inbound.door() {
+            Door::AnthropicMessages => anthropic_beta(headers),
+            Door::OpenAiChat => None,
+        },
     };
     let served =
         match reliability::execute(&plan, inbound, &call, facts.estimated_total(), ctx).await {
@@ -138,6 +142,22 @@ pub async fn run(
         limits,
         resume,
     })
+}
+
+/// Every `anthropic-beta` value the client sent, as one comma-separated value.
+fn anthropic_beta(headers: &HeaderMap) -> Option<http::HeaderValue> {
+    let mut values = headers.get_all(&crate::names::ANTHROPIC_BETA).iter();
+    let first = values.next()?;
+    let rest: Vec<&http::HeaderValue> = values.collect();
+    if rest.is_empty() {
+        return Some(first.clone());
+    }
+    let joined = std::iter::once(first)
+        .chain(rest)
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    http::HeaderValue::from_str(&joined).ok()
 }
 
 /// The client's own rpm/tpm (`clients[].rpm|tpm`): `gateway_rate_limited`

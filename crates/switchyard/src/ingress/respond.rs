@@ -7,7 +7,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use crate::doors::Door;
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::GatewayError;
 use crate::names;
 
 /// An error in the door's envelope, with `x-request-id` (and Retry-After).
@@ -85,17 +85,6 @@ fn set(h: &mut http::HeaderMap, name: &HeaderName, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
         h.insert(name.clone(), v);
     }
-}
-
-/// Unknown path on the client listener.
-pub async fn not_found(uri: http::Uri) -> Response {
-    let e = GatewayError::client(
-        ErrorCode::ModelNotFound,
-        format!("no such endpoint: {}", uri.path()),
-    );
-    let mut resp = error(Door::OpenAiChat, &e, "");
-    resp.headers_mut().remove(&names::X_REQUEST_ID);
-    resp
 }
 
 #[cfg(test)]

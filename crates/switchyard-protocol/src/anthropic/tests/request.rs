@@ -421,7 +421,7 @@ fn bad_client_requests_name_the_param() {
         Some("messages")
     );
     for (body, param) in [
-        (r#"[{"role":"system","content":"x"}]"#, "messages[0].role"),
+        (r#"[{"role":"robot","content":"x"}]"#, "messages[0].role"),
         (r#"[{"role":"user","content":5}]"#, "messages[0].content"),
         (
             r#"[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text"}]}]"#,
@@ -443,7 +443,7 @@ fn bad_client_requests_name_the_param() {
     for (extra, param) in [
         (r#""temperature":1.5"#, "temperature"),
         (r#""max_tokens":0"#, "max_tokens"),
-        (r#""system":[{"type":"image"}]"#, "system[0]"),
+        (r#""system":[{"type":"text"}]"#, "system[0]"),
         (
             r#""tool_choice":{"type":"tool","name":"nope"}"#,
             "tool_choice",
@@ -463,4 +463,74 @@ fn bad_client_requests_name_the_param() {
     }
     assert_eq!(p("{").as_deref(), None);
     assert_eq!(p(r#"{"model":"a","model":"b"}"#).as_deref(), None);
+}
+
+/// What Claude Code really sends (recorded from the CLI, `fixtures/agents/`):
+/// a `system` message in the middle of `messages`, adaptive thinking,
+/// `context_management`, `output_config`, `cache_control` everywhere,
+/// thinking blocks replayed with a signature. Every request decodes, the
+/// mid-conversation system message stays where it was.
+#[test]
+fn claude_code_requests_decode_with_system_messages_in_place() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/agents/claude_code"
+    );
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let rec: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let body = serde_json::to_string(&rec["body"]).unwrap();
+        let req = decode_request(&body).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let wire = rec["body"]["messages"].as_array().unwrap();
+        let wire_system = wire.iter().position(|m| m["role"] == "system");
+        if let Some(at) = wire_system {
+            // Leading System messages come from `system`; the in-place one
+            // follows the turns that came before it.
+            let lead = req
+                .messages
+                .iter()
+                .take_while(|m| m.role == Role::System)
+                .count();
+            let before: usize = wire[..at].len();
+            let ir_at = req
+                .messages
+                .iter()
+                .enumerate()
+                .skip(lead)
+                .find(|(_, m)| m.role == Role::System)
+                .map(|(i, _)| i)
+                .unwrap_or_else(|| panic!("{path:?}: the system message was lost"));
+            assert!(
+                ir_at >= lead + before,
+                "{path:?}: moved ahead of earlier turns"
+            );
+            assert!(!req.messages[ir_at].text().is_empty(), "{path:?}");
+            seen += 1;
+        }
+        assert!(!req.tools.is_empty(), "{path:?}: tools");
+        assert!(req.stream, "{path:?}");
+    }
+    assert!(
+        seen >= 3,
+        "the recordings have mid-conversation system messages"
+    );
+}
+
+#[test]
+fn unknown_blocks_are_dropped_and_bad_roles_still_refused() {
+    let req = decode_request(
+        r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}}]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(req.messages.len(), 1);
+    assert_eq!(
+        req.messages[0].content,
+        vec![ContentPart::Text("hi".into())]
+    );
+    let e = decode_request(
+        r#"{"model":"m","max_tokens":5,"messages":[{"role":"robot","content":"hi"}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(e.param.as_deref(), Some("messages[0].role"));
 }
