@@ -173,10 +173,12 @@ pub enum Capability {
     Embeddings,
     Prefill,
     Reasoning,
+    /// The upstream serves the OpenAI Responses API (`/responses`) itself.
+    Responses,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 7] = [
+    pub const ALL: [Capability; 8] = [
         Capability::Tools,
         Capability::Vision,
         Capability::JsonSchema,
@@ -184,6 +186,7 @@ impl Capability {
         Capability::Embeddings,
         Capability::Prefill,
         Capability::Reasoning,
+        Capability::Responses,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -195,6 +198,7 @@ impl Capability {
             Capability::Embeddings => "embeddings",
             Capability::Prefill => "prefill",
             Capability::Reasoning => "reasoning",
+            Capability::Responses => "responses",
         }
     }
 
