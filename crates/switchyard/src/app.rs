@@ -34,6 +34,8 @@ pub struct App {
     /// Where `POST /admin/reload` and SIGHUP read the config from.
     pub config_path: Option<Arc<Path>>,
     pub metrics: Arc<Metrics>,
+    /// Stored Responses-API answers (`previous_response_id`, `GET /v1/responses/{id}`).
+    pub responses: Arc<dyn crate::state::responses::ResponseStore>,
 }
 
 impl App {
@@ -61,6 +63,11 @@ pub fn client_router(app: App) -> Router {
             post(ingress::openai::chat_completions),
         )
         .route("/v1/messages", post(ingress::anthropic::messages))
+        .route("/v1/responses", post(ingress::responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(ingress::responses::retrieve).delete(ingress::responses::delete),
+        )
         .route("/v1/models", get(ingress::models::list))
         .route("/v1/models/{id}", get(ingress::models::retrieve))
         .route("/", axum::routing::head(ingress::unknown::head_root))

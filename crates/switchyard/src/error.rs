@@ -191,6 +191,11 @@ impl GatewayError {
         }
     }
 
+    pub fn with_param(mut self, param: &str) -> Self {
+        self.param = Some(param.to_owned());
+        self
+    }
+
     pub fn with_retry_after(mut self, d: Option<Duration>) -> Self {
         self.retry_after = d;
         self

@@ -13,6 +13,7 @@ pub static ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts
 pub static CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
 pub static COST_USD: HeaderName = HeaderName::from_static("x-switchyard-cost-usd");
 pub static FALLBACK_REASON: HeaderName = HeaderName::from_static("x-switchyard-fallback-reason");
+pub static DROPPED_TOOLS: HeaderName = HeaderName::from_static("x-switchyard-dropped-tools");
 pub static ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 pub static ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
 pub static ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");

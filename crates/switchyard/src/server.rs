@@ -90,6 +90,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         decisions: opts.decisions,
         config_path: opts.config_path.map(Arc::from),
         metrics: Default::default(),
+        responses: Arc::new(crate::state::responses::MemoryResponses::default()),
     };
     let shutdown = CancellationToken::new();
     let admin = bind(admin_listen, false).await?;

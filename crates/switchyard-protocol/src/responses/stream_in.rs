@@ -58,6 +58,10 @@ pub struct StreamTranslator {
     failed: bool,
     finished: bool,
     usage: Option<Usage>,
+    /// The response id (`response.created`) and the last sequence number
+    /// seen: what a gateway writing into the same stream goes on from.
+    id: String,
+    last_sequence: Option<u64>,
 }
 
 impl StreamTranslator {
@@ -72,6 +76,16 @@ impl StreamTranslator {
     }
 
     /// The usage of the terminal event.
+    /// The upstream's response id, once `response.created` came.
+    pub fn response_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The sequence number the next event would carry.
+    pub fn next_sequence(&self) -> u64 {
+        self.last_sequence.map_or(0, |n| n + 1)
+    }
+
     pub fn usage(&self) -> Option<Usage> {
         self.usage
     }
@@ -95,6 +109,14 @@ impl StreamTranslator {
         let ev: WireEvent =
             serde_json::from_slice(data).map_err(|e| Problem::Unparsable(e.to_string()))?;
         let kind = ev.kind.as_deref().or(name).unwrap_or_default();
+        if ev.sequence_number.is_some() {
+            self.last_sequence = ev.sequence_number;
+        }
+        if let Some(id) = ev.response.as_ref().and_then(|r| r.id.as_deref()) {
+            if self.id.is_empty() {
+                self.id = id.to_owned();
+            }
+        }
         if kind != "error" && kind != "response.failed" {
             self.start(&ev, out);
         }

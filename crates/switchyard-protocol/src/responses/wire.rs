@@ -168,6 +168,8 @@ pub(super) struct WireEvent {
     pub input: Option<String>,
     #[serde(default)]
     pub summary_index: Option<u32>,
+    #[serde(default)]
+    pub sequence_number: Option<u64>,
     /// `error` events: nested (the wire) …
     #[serde(default)]
     pub error: Option<WireError>,

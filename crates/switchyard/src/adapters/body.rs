@@ -6,6 +6,8 @@ use switchyard_protocol::openai::{self as oa, UpstreamEdits};
 use switchyard_protocol::passthrough::{self, Splice};
 
 use super::{Adapter, Inbound};
+use crate::config::Capability;
+use crate::doors::responses::ResponsesIn;
 use crate::error::GatewayError;
 use crate::state::live::DeploymentRt;
 
@@ -19,6 +21,8 @@ pub struct Outbound {
     /// Whitespace trimmed off a trailing assistant (prefill) message, to be
     /// put back in front of the continuation.
     pub prefill_trimmed: String,
+    /// A Responses request forwarded to the upstream's own `/responses`.
+    pub responses_api: bool,
 }
 
 impl Outbound {
@@ -30,11 +34,34 @@ impl Outbound {
     }
 }
 
+/// A Responses request goes to this deployment's own `/responses` as it
+/// came: an `openai`/`azure` deployment with the `responses` capability,
+/// unless the request continues a conversation only this gateway has.
+pub fn responses_pass(dep: &DeploymentRt, r: &ResponsesIn<'_>) -> bool {
+    matches!(dep.provider.adapter, Adapter::OpenAi | Adapter::Azure)
+        && dep.cfg.capabilities.contains(Capability::Responses)
+        && !r.expanded
+}
+
 pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
     let p = &dep.provider;
     let options = (!p.cfg.options.is_empty()).then_some(&p.cfg.options);
     // Azure names the deployment in the URL, not the body.
     let model = (p.adapter != Adapter::Azure).then_some(dep.cfg.model.as_str());
+    if let Inbound::Responses(r) = inbound {
+        // The same dialect: the client's fields as they came, `model`
+        // replaced (Azure's Responses API names the deployment there too).
+        if responses_pass(dep, r) {
+            return Ok(Outbound {
+                body: r.peek.write_upstream(Some(&dep.cfg.model), options),
+                responses_api: true,
+                ..Outbound::default()
+            });
+        }
+        if let Some(e) = r.refusal() {
+            return Err(e);
+        }
+    }
     match (p.adapter, inbound) {
         (Adapter::OpenAi | Adapter::Azure, Inbound::OpenAi { view, .. }) => {
             Ok(Outbound::plain(view.write_upstream(&UpstreamEdits {

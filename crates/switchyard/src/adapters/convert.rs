@@ -18,8 +18,10 @@ pub fn answer(
     bytes: Bytes,
 ) -> Result<JsonAnswer, GatewayError> {
     let upstream = dep.provider.adapter.dialect();
-    let door = inbound.door();
-    let same = dep.provider.adapter.speaks(door);
+    if out.responses_api {
+        return responses_passthrough(dep, bytes);
+    }
+    let same = dep.provider.adapter.speaks(inbound.door());
     if same && upstream == Dialect::OpenAi {
         return passthrough(dep, bytes);
     }
@@ -30,7 +32,7 @@ pub fn answer(
             .map(|d| d.as_secs())
             .unwrap_or_default();
     }
-    let body = if same { bytes } else { door.answer(&ir) };
+    let body = if same { bytes } else { inbound.answer(&ir) };
     let model = if ir.model.is_empty() {
         dep.cfg.model.clone()
     } else {
@@ -61,6 +63,33 @@ fn passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayEr
     Ok(JsonAnswer {
         body: bytes,
         usage,
+        model,
+        ttfb: Default::default(),
+    })
+}
+
+/// A Responses upstream's answer to a Responses client: the bytes as they
+/// came, read for usage and model (a failed body is the upstream's error).
+fn responses_passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayError> {
+    use switchyard_protocol::responses::{decode_response, DecodeError};
+    let r = match decode_response(&bytes) {
+        Ok(r) => r,
+        Err(DecodeError::Failed(e)) => return Err(super::openai::errors::responses_failure(&e)),
+        Err(DecodeError::Unparsable(m)) => {
+            return Err(GatewayError::upstream(
+                ErrorCode::UpstreamError,
+                format!("upstream answer is not a Response: {m}"),
+            ))
+        }
+    };
+    let model = if r.model.is_empty() {
+        dep.cfg.model.clone()
+    } else {
+        r.model
+    };
+    Ok(JsonAnswer {
+        body: bytes,
+        usage: r.usage,
         model,
         ttfb: Default::default(),
     })

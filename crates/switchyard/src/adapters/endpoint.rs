@@ -11,6 +11,8 @@ use crate::config::{Deployment, Provider, ProviderKey};
 pub struct Endpoint {
     pub url: Uri,
     pub stream_url: Uri,
+    /// The upstream's own Responses API (OpenAI and Azure only).
+    pub responses_url: Option<Uri>,
 }
 
 pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoint, String> {
@@ -40,6 +42,11 @@ pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoi
             ),
         ),
     };
+    let responses_url = match adapter {
+        Adapter::OpenAi => Some(format!("{base}/responses")),
+        Adapter::Azure => Some(format!("{base}/openai/v1/responses")),
+        Adapter::Anthropic | Adapter::Gemini => None,
+    };
     let parse = |u: String| {
         u.parse::<Uri>()
             .map_err(|e| format!("models.{}: bad upstream URL {u}: {e}", d.id))
@@ -47,6 +54,7 @@ pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoi
     Ok(Endpoint {
         url: parse(url)?,
         stream_url: parse(stream_url)?,
+        responses_url: responses_url.map(parse).transpose()?,
     })
 }
 

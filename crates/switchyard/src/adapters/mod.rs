@@ -78,6 +78,9 @@ impl Adapter {
         match door {
             Door::OpenAiChat => self.dialect() == Dialect::OpenAi,
             Door::AnthropicMessages => self.dialect() == Dialect::Anthropic,
+            // Decided per deployment (`body::responses_pass`): only those
+            // with the `responses` capability serve the Responses API.
+            Door::Responses => false,
         }
     }
 }
@@ -133,7 +136,10 @@ pub async fn chat(
     let resp = send::send(
         dep,
         key,
-        inbound.stream(),
+        send::Shape {
+            stream: inbound.stream(),
+            responses_api: out.responses_api,
+        },
         upstream_body,
         call,
         first_byte_by,

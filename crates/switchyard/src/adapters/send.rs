@@ -17,18 +17,26 @@ use crate::upstream::client::{SendError, UpstreamBody};
 pub const MAX_ANSWER: usize = 64 * 1024 * 1024;
 const MAX_ERROR_BODY: usize = 1024 * 1024;
 
+/// What kind of upstream call: a stream or not, to the upstream's own
+/// Responses API or its usual endpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub stream: bool,
+    pub responses_api: bool,
+}
+
 /// Send and return a 2xx response (body unread), or the classified error.
 pub async fn send(
     dep: &DeploymentRt,
     key: Option<&ProviderKey>,
-    stream: bool,
+    shape: Shape,
     body: Vec<u8>,
     call: &CallInfo,
     first_byte_by: Instant,
     total_by: Instant,
 ) -> Result<Response<UpstreamBody>, GatewayError> {
     let provider = &dep.provider;
-    let req = build(dep, key, stream, Bytes::from(body), call)?;
+    let req = build(dep, key, shape, Bytes::from(body), call)?;
     let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req);
     let resp = match tokio::time::timeout_at(first_byte_by, fut).await {
         Err(_) => return Err(silent("no response headers before the first-byte timeout")),
@@ -62,16 +70,25 @@ pub async fn send(
 fn build(
     dep: &DeploymentRt,
     key: Option<&ProviderKey>,
-    stream: bool,
+    shape: Shape,
     body: Bytes,
     call: &CallInfo,
 ) -> Result<Request<Bytes>, GatewayError> {
+    let Shape {
+        stream,
+        responses_api,
+    } = shape;
     let provider = &dep.provider;
     let adapter = provider.adapter;
-    let (url, accept) = if stream {
-        (&dep.endpoint.stream_url, "text/event-stream")
+    let url = match (responses_api, &dep.endpoint.responses_url) {
+        (true, Some(u)) => u,
+        _ if stream => &dep.endpoint.stream_url,
+        _ => &dep.endpoint.url,
+    };
+    let accept = if stream {
+        "text/event-stream"
     } else {
-        (&dep.endpoint.url, "application/json")
+        "application/json"
     };
     // Built in place: the request builder moves its parts through a chain
     // of closures, a measurable copy on every request.

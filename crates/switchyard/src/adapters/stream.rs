@@ -19,9 +19,10 @@ use tokio::time::Instant;
 
 use super::silent;
 use super::translate::{self, Decoded, Mode};
-use crate::doors::{Door, StreamPosition};
+use crate::doors::{Door, Encoder, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
 use crate::upstream::events::{EventsError, UpstreamEvents};
+use switchyard_protocol::responses::Problem;
 
 /// What to do with one upstream event.
 #[derive(Debug)]
@@ -106,10 +107,7 @@ impl UpstreamStream {
             ));
         }
         let events = UpstreamEvents::new(resp.into_body());
-        let mut seen = Seen::default();
-        if let Mode::Translate { to, .. } = &mode {
-            to.position(&mut seen.at);
-        }
+        let seen = Seen::default();
         let mut s = UpstreamStream {
             hold: None,
             events,
@@ -160,14 +158,31 @@ impl UpstreamStream {
     /// The client's terminator, after a complete stream.
     pub fn end_frames(&mut self) -> Bytes {
         match &mut self.mode {
-            Mode::OpenAiPass { .. } | Mode::AnthropicPass { .. } => self.door.pass_end(),
+            Mode::OpenAiPass { .. } | Mode::AnthropicPass { .. } | Mode::ResponsesPass(_) => {
+                self.door.pass_end()
+            }
             Mode::Translate { to, .. } => to.end(),
         }
     }
 
-    /// The error event that ends an interrupted stream.
-    pub fn error_frame(&self, e: &GatewayError) -> Bytes {
-        self.door.stream_error(e)
+    /// The error event(s) that end an interrupted stream.
+    pub fn error_frame(&mut self, e: &GatewayError) -> Bytes {
+        match &mut self.mode {
+            Mode::Translate { to, .. } => to.error(e),
+            Mode::ResponsesPass(p) => {
+                crate::doors::responses::stream_error_after(p.response_id(), p.next_sequence(), e)
+            }
+            Mode::OpenAiPass { .. } | Mode::AnthropicPass { .. } => self.door.stream_error(e),
+        }
+    }
+
+    /// Where the client's stream stands, for a continuation.
+    pub fn position(&self) -> StreamPosition {
+        let mut at = self.seen.at.clone();
+        if let Mode::Translate { to, .. } = &self.mode {
+            to.position(&mut at);
+        }
+        at
     }
 
     fn step(&mut self, ev: &SseEvent) -> Step {
@@ -189,6 +204,22 @@ impl UpstreamStream {
                     }
                 }
             }
+            Mode::ResponsesPass(peek) => {
+                self.scratch.clear();
+                match peek.push(ev, &mut self.scratch) {
+                    Err(Problem::Unparsable(_)) => Step::Skip { unparsable: true },
+                    Err(Problem::Upstream(e)) => {
+                        Step::Error(crate::adapters::openai::errors::responses_failure(&e))
+                    }
+                    Ok(()) => {
+                        self.scratch.iter().for_each(|e| self.seen.observe(e));
+                        match &ev.data {
+                            Some(data) => Step::Forward(frame_of(ev, data, ev.event.as_deref())),
+                            None => Step::Skip { unparsable: false },
+                        }
+                    }
+                }
+            }
             Mode::Translate { from, to } => {
                 self.scratch.clear();
                 match from.push(ev, &mut self.scratch) {
@@ -201,7 +232,9 @@ impl UpstreamStream {
                             self.seen.observe(e);
                             to.encode(e, &mut out);
                         }
-                        to.position(&mut self.seen.at);
+                        if let Encoder::Anthropic(a) = to {
+                            self.seen.at.blocks = a.cursor();
+                        }
                         if out.is_empty() {
                             Step::Skip { unparsable: false }
                         } else {

@@ -25,6 +25,10 @@ pub enum Mode {
     /// Anthropic upstream, Anthropic client: bytes forwarded, peeked through
     /// the translator for usage, finish and text.
     AnthropicPass { peek: an::StreamTranslator },
+    /// Responses upstream, Responses client: bytes forwarded, peeked for
+    /// usage, the terminal event and the sequence numbers (an error the
+    /// gateway adds goes on from the last).
+    ResponsesPass(Box<ResponsesPeek>),
     /// Anything else: decode, then encode.
     Translate { from: Decoder, to: Encoder },
 }
@@ -34,14 +38,16 @@ impl Mode {
         let upstream = dep.provider.adapter.dialect();
         // A continuation always goes through the IR: whatever the upstream,
         // its events are written into the client's stream where it broke.
-        if let Inbound::Resume(r) = inbound {
+        if let Inbound::Resume(_) = inbound {
             return Mode::Translate {
                 from: Decoder::new(upstream, out),
-                to: r.continues.encoder(r.prefix.clone()),
+                to: inbound.encoder(),
             };
         }
-        let door = inbound.door();
-        match (upstream, door) {
+        match (upstream, inbound.door()) {
+            (Dialect::OpenAi, Door::Responses) if out.responses_api => {
+                Mode::ResponsesPass(Box::default())
+            }
             (Dialect::OpenAi, Door::OpenAiChat) => Mode::OpenAiPass {
                 include_usage: inbound.include_usage(),
             },
@@ -50,11 +56,16 @@ impl Mode {
             },
             _ => Mode::Translate {
                 from: Decoder::new(upstream, out),
-                to: door.encoder(inbound.include_usage()),
+                to: inbound.encoder(),
             },
         }
     }
 }
+
+/// What a Responses passthrough has seen of its upstream's events: usage,
+/// the terminal event, the id and sequence numbers (an error the gateway
+/// writes into the stream goes on from the last).
+pub type ResponsesPeek = switchyard_protocol::responses::StreamTranslator;
 
 /// What one upstream event meant.
 pub enum Decoded {

@@ -13,6 +13,7 @@
 pub mod anthropic_messages;
 pub mod facts;
 pub mod openai_chat;
+pub mod responses;
 
 use std::sync::OnceLock;
 
@@ -31,6 +32,8 @@ pub enum Door {
     OpenAiChat,
     /// `POST /v1/messages`.
     AnthropicMessages,
+    /// `POST /v1/responses`.
+    Responses,
 }
 
 impl Door {
@@ -39,6 +42,7 @@ impl Door {
         match self {
             Door::OpenAiChat => openai_chat::decode(text),
             Door::AnthropicMessages => anthropic_messages::decode(text),
+            Door::Responses => responses::decode(text),
         }
     }
 
@@ -47,6 +51,7 @@ impl Door {
         match self {
             Door::OpenAiChat => openai_chat::error_body(e),
             Door::AnthropicMessages => anthropic_messages::error_body(e),
+            Door::Responses => responses::error_body(e),
         }
     }
 
@@ -55,14 +60,19 @@ impl Door {
         match self {
             Door::OpenAiChat => openai_chat::stream_error(e),
             Door::AnthropicMessages => anthropic_messages::stream_error(e),
+            // No encoder of ours numbered the stream (a passthrough keeps
+            // its own count: `responses::stream_error_after`).
+            Door::Responses => responses::stream_error_after("", 0, e),
         }
     }
 
-    /// A whole answer's body.
+    /// A whole answer's body, with nothing of the request to echo (the
+    /// degraded answer; a served one goes through [`Inbound::answer`]).
     pub fn answer(self, r: &ChatResponse) -> Bytes {
         match self {
             Door::OpenAiChat => openai_chat::answer(r),
             Door::AnthropicMessages => anthropic_messages::answer(r),
+            Door::Responses => responses::answer(r),
         }
     }
 
@@ -71,6 +81,7 @@ impl Door {
         match self {
             Door::OpenAiChat => Encoder::OpenAi(openai_chat::StreamEncoder::new(include_usage)),
             Door::AnthropicMessages => Encoder::Anthropic(anthropic_messages::StreamEncoder::new()),
+            Door::Responses => Encoder::Responses(Box::new(responses::fresh_encoder())),
         }
     }
 
@@ -80,14 +91,19 @@ impl Door {
         match self {
             Door::OpenAiChat => openai_chat::pass_end(),
             Door::AnthropicMessages => anthropic_messages::pass_end(),
+            // The terminal event (`response.completed`) is the end.
+            Door::Responses => Bytes::new(),
         }
     }
 
     /// Where a broken stream left the client, for its continuation.
-    pub fn continues(self, at: &StreamPosition, include_usage: bool) -> Continues {
+    /// `None` when it cannot be continued (a Responses passthrough: its
+    /// items were not ours to track).
+    pub fn continues(self, at: &StreamPosition, include_usage: bool) -> Option<Continues> {
         match self {
-            Door::OpenAiChat => openai_chat::continues(at, include_usage),
-            Door::AnthropicMessages => anthropic_messages::continues(at),
+            Door::OpenAiChat => Some(openai_chat::continues(at, include_usage)),
+            Door::AnthropicMessages => Some(anthropic_messages::continues(at)),
+            Door::Responses => responses::continues(at),
         }
     }
 
@@ -99,6 +115,9 @@ impl Door {
                 .ok()
                 .map(|v| v.to_ir()),
             Door::AnthropicMessages => switchyard_protocol::anthropic::decode_request(body).ok(),
+            // History from the store may be in it: the continuation takes
+            // the IR the first attempt had (`Resume::ir`).
+            Door::Responses => None,
         }
     }
 
@@ -106,6 +125,8 @@ impl Door {
     pub fn for_path(path: &str) -> Door {
         if path.starts_with("/v1/messages") {
             Door::AnthropicMessages
+        } else if path.starts_with("/v1/responses") {
+            Door::Responses
         } else {
             Door::OpenAiChat
         }
@@ -127,6 +148,7 @@ pub enum Inbound<'a> {
         fields: Fields<'a>,
         ir: ChatRequest,
     },
+    Responses(Box<responses::ResponsesIn<'a>>),
     /// A stream's continuation (the original request plus the text already
     /// sent as a trailing assistant message), always through the IR, encoded
     /// for the client inside the stream it continues.
@@ -138,12 +160,18 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { .. } => Door::OpenAiChat,
             Inbound::Anthropic { .. } => Door::AnthropicMessages,
+            Inbound::Responses(_) => Door::Responses,
             Inbound::Resume(r) => r.continues.door(),
         }
     }
 
+    /// (A Responses request the IR cannot express is an empty one: every
+    /// adapter but the passthrough refuses it first, `ResponsesIn::refusal`.)
     pub fn ir(&self) -> &ChatRequest {
+        static NONE: std::sync::LazyLock<ChatRequest> =
+            std::sync::LazyLock::new(ChatRequest::default);
         match self {
+            Inbound::Responses(r) => r.decoded.as_ref().map_or(&NONE, |(ir, _)| ir),
             Inbound::OpenAi { view, ir } => ir.get_or_init(|| view.to_ir()),
             Inbound::Anthropic { ir, .. } => ir,
             Inbound::Resume(r) => &r.ir,
@@ -154,6 +182,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => &view.typed.model,
             Inbound::Anthropic { ir, .. } => &ir.model,
+            Inbound::Responses(r) => &r.peek.model,
             Inbound::Resume(r) => &r.ir.model,
         }
     }
@@ -162,6 +191,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => view.typed.stream,
             Inbound::Anthropic { ir, .. } => ir.stream,
+            Inbound::Responses(r) => r.peek.stream,
             Inbound::Resume(_) => true,
         }
     }
@@ -170,7 +200,7 @@ impl Inbound<'_> {
     pub fn include_usage(&self) -> bool {
         match self {
             Inbound::OpenAi { view, .. } => view.typed.include_usage,
-            Inbound::Anthropic { .. } => true,
+            Inbound::Anthropic { .. } | Inbound::Responses(_) => true,
             Inbound::Resume(r) => r.continues.include_usage(),
         }
     }
@@ -181,6 +211,7 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => openai_chat::facts(&view.typed),
             Inbound::Anthropic { ir, .. } => Facts::from_ir(ir),
+            Inbound::Responses(_) => Facts::from_ir(self.ir()),
             Inbound::Resume(r) => Facts::from_ir(&r.ir),
         }
     }
@@ -190,7 +221,25 @@ impl Inbound<'_> {
         match self {
             Inbound::OpenAi { view, .. } => openai_chat::last_user_text(&view.typed),
             Inbound::Anthropic { ir, .. } => facts::last_user(ir),
+            Inbound::Responses(_) => facts::last_user(self.ir()),
             Inbound::Resume(r) => facts::last_user(&r.ir),
+        }
+    }
+
+    /// A whole answer the gateway translated, in the client's dialect.
+    pub fn answer(&self, r: &ChatResponse) -> Bytes {
+        match self {
+            Inbound::Responses(x) => x.answer(r),
+            _ => self.door().answer(r),
+        }
+    }
+
+    /// An encoder for this request's stream.
+    pub fn encoder(&self) -> Encoder {
+        match self {
+            Inbound::Responses(x) => Encoder::Responses(Box::new(x.encoder())),
+            Inbound::Resume(r) => r.continues.encoder(r.prefix.clone()),
+            _ => self.door().encoder(self.include_usage()),
         }
     }
 }
@@ -214,6 +263,13 @@ pub struct StreamPosition {
     pub created: Option<u64>,
     /// Anthropic: the open block and the next block's index.
     pub blocks: switchyard_protocol::anthropic::BlockCursor,
+    /// Responses: the encoder's state (sequence, items), what it echoes and
+    /// where the answer is to be kept.
+    pub responses: Option<(
+        switchyard_protocol::responses::StreamCursor,
+        std::sync::Arc<switchyard_protocol::responses::ResponsesExtras>,
+        Option<responses::Remember>,
+    )>,
 }
 
 /// The client stream a continuation is written into, per door.
@@ -229,6 +285,13 @@ pub enum Continues {
     Anthropic {
         at: switchyard_protocol::anthropic::BlockCursor,
     },
+    /// `response.created` was sent; the continuation's items and sequence
+    /// numbers go on from the cursor.
+    Responses {
+        cursor: switchyard_protocol::responses::StreamCursor,
+        extras: std::sync::Arc<switchyard_protocol::responses::ResponsesExtras>,
+        remember: Option<responses::Remember>,
+    },
 }
 
 impl Continues {
@@ -236,13 +299,14 @@ impl Continues {
         match self {
             Continues::OpenAi { .. } => Door::OpenAiChat,
             Continues::Anthropic { .. } => Door::AnthropicMessages,
+            Continues::Responses { .. } => Door::Responses,
         }
     }
 
     pub fn include_usage(&self) -> bool {
         match self {
             Continues::OpenAi { include_usage, .. } => *include_usage,
-            Continues::Anthropic { .. } => true,
+            Continues::Anthropic { .. } | Continues::Responses { .. } => true,
         }
     }
 
@@ -260,6 +324,16 @@ impl Continues {
             Continues::Anthropic { at } => {
                 Encoder::Anthropic(anthropic_messages::StreamEncoder::resumed(*at, prefix))
             }
+            Continues::Responses {
+                cursor,
+                extras,
+                remember,
+            } => Encoder::Responses(Box::new(responses::StreamEncoder::continuing(
+                cursor.clone(),
+                extras.clone(),
+                remember.clone(),
+                prefix,
+            ))),
         }
     }
 }
@@ -268,6 +342,7 @@ impl Continues {
 pub enum Encoder {
     OpenAi(openai_chat::StreamEncoder),
     Anthropic(anthropic_messages::StreamEncoder),
+    Responses(Box<responses::StreamEncoder>),
 }
 
 impl Encoder {
@@ -275,6 +350,7 @@ impl Encoder {
         match self {
             Encoder::OpenAi(e) => e.encode(ev, out),
             Encoder::Anthropic(e) => e.encode(ev, out),
+            Encoder::Responses(e) => e.encode(ev, out),
         }
     }
 
@@ -283,6 +359,16 @@ impl Encoder {
         match self {
             Encoder::OpenAi(e) => e.end(),
             Encoder::Anthropic(e) => e.end(),
+            Encoder::Responses(e) => e.end(),
+        }
+    }
+
+    /// The event(s) that end a stream that broke, in the client's dialect.
+    pub fn error(&mut self, e: &GatewayError) -> Bytes {
+        match self {
+            Encoder::OpenAi(_) => openai_chat::stream_error(e),
+            Encoder::Anthropic(_) => anthropic_messages::stream_error(e),
+            Encoder::Responses(r) => r.error(e),
         }
     }
 
@@ -292,6 +378,7 @@ impl Encoder {
         match self {
             Encoder::OpenAi(e) => e.position(at),
             Encoder::Anthropic(e) => at.blocks = e.cursor(),
+            Encoder::Responses(e) => e.position(at),
         }
     }
 }

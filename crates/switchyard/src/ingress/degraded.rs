@@ -53,6 +53,7 @@ pub fn reply(
         cache: "off",
         cost_usd: Some(0.0),
         fallback_reason: Some(e.code.as_str()),
+        dropped_tools: None,
     };
     if !stream {
         return Some(respond::json(door.answer(&answer), &headers));

@@ -11,6 +11,7 @@ pub mod models;
 pub mod openai;
 pub mod pipeline;
 pub mod respond;
+pub mod responses;
 pub mod sse_out;
 pub mod unknown;
 

@@ -74,7 +74,7 @@ pub async fn list(State(app): State<App>, headers: HeaderMap) -> Response {
             first_id: entries.first().map(|e| e.id.as_str()),
             last_id: entries.last().map(|e| e.id.as_str()),
         }),
-        Door::OpenAiChat => serde_json::to_vec(&OpenAiList {
+        Door::OpenAiChat | Door::Responses => serde_json::to_vec(&OpenAiList {
             object: "list",
             data: entries.iter().map(openai).collect(),
         }),
@@ -105,7 +105,7 @@ pub async fn retrieve(
     };
     let body = match door {
         Door::AnthropicMessages => serde_json::to_vec(&anthropic(entry)),
-        Door::OpenAiChat => serde_json::to_vec(&openai(entry)),
+        Door::OpenAiChat | Door::Responses => serde_json::to_vec(&openai(entry)),
     };
     json(body.unwrap_or_default(), &rid)
 }

@@ -34,7 +34,10 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
         let client = super::auth::authenticate(&live, &headers)?;
         ctx.client = client.map(|c| c.id.clone());
         let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
-        let inbound = door.decode(super::body::utf8(&bytes)?)?;
+        let mut inbound = door.decode(super::body::utf8(&bytes)?)?;
+        if let Inbound::Responses(r) = &mut inbound {
+            r.prepare(&app.responses, ctx.client.as_deref());
+        }
         if ctx.wants_input_hash() {
             ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
         }
@@ -99,7 +102,7 @@ pub async fn run(
         deadline: route.and_then(|r| r.deadline).map(|d| started + d),
         anthropic_beta: match inbound.door() {
             Door::AnthropicMessages => anthropic_beta(headers),
-            Door::OpenAiChat => None,
+            Door::OpenAiChat | Door::Responses => None,
         },
     };
     let served =
@@ -121,6 +124,11 @@ pub async fn run(
         route::sticky::remember(live, r, session, &served.dep.cfg.id, Instant::now());
     }
     ctx.selected = Some(served.dep.name.clone());
+    if let Inbound::Responses(r) = inbound {
+        if !crate::adapters::body::responses_pass(&served.dep, r) {
+            ctx.dropped_tools = r.dropped_tools();
+        }
+    }
     ctx.fallback_reason = served.fallback_reason;
     let t = served.dep.provider.cfg.timeouts;
     let limits = crate::reliability::relay::StreamLimits {
@@ -132,6 +140,7 @@ pub async fn run(
     let resume = (inbound.stream() && resume_on).then(|| Resume {
         body,
         door: inbound.door(),
+        ir: matches!(inbound, Inbound::Responses(_)).then(|| Arc::new(inbound.ir().clone())),
         candidates: plan.candidates.iter().map(|c| c.dep.clone()).collect(),
         call: call.clone(),
         include_usage: inbound.include_usage(),
@@ -197,6 +206,7 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
         resume,
     } = ready;
     let dep = &served.dep.cfg;
+    let dropped = (!ctx.dropped_tools.is_empty()).then(|| ctx.dropped_tools.join(","));
     let mut headers = ServedHeaders {
         request_id: rid,
         deployment: &dep.id,
@@ -204,6 +214,7 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
         cache: "off",
         cost_usd: None,
         fallback_reason: served.fallback_reason,
+        dropped_tools: dropped.as_deref(),
     };
     match served.answer {
         Answer::Json(j) => {

@@ -36,6 +36,8 @@ pub struct ServedHeaders<'a> {
     pub cache: &'static str,
     pub cost_usd: Option<f64>,
     pub fallback_reason: Option<&'a str>,
+    /// Tools the request offered that the serving deployment cannot see.
+    pub dropped_tools: Option<&'a str>,
 }
 
 pub fn reply(
@@ -59,6 +61,9 @@ pub fn reply(
     }
     if let Some(r) = s.fallback_reason {
         set(h, &names::FALLBACK_REASON, r);
+    }
+    if let Some(t) = s.dropped_tools {
+        set(h, &names::DROPPED_TOOLS, t);
     }
     resp
 }

@@ -149,6 +149,9 @@ pub struct RequestCtx {
     pub cost_usd: Option<f64>,
     pub cache: &'static str,
     pub fallback_reason: Option<&'static str>,
+    /// Tools the request offered that the serving deployment cannot see.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_tools: Vec<String>,
     pub status: u16,
     pub error: Option<&'static str>,
     pub skipped_events: u32,
@@ -207,6 +210,7 @@ impl RequestCtx {
             cost_usd: None,
             cache: "off",
             fallback_reason: None,
+            dropped_tools: Vec::new(),
             status: 0,
             error: None,
             skipped_events: 0,

@@ -68,6 +68,14 @@ impl RequestCtx {
         w.string(self.cache);
         w.raw(b",\"fallback_reason\":");
         w.opt_string(self.fallback_reason);
+        if !self.dropped_tools.is_empty() {
+            w.raw(b",\"dropped_tools\":[");
+            for (i, t) in self.dropped_tools.iter().enumerate() {
+                w.comma(i);
+                w.string(t);
+            }
+            w.raw(b"]");
+        }
         w.raw(b",\"status\":");
         w.int(u64::from(self.status));
         w.raw(b",\"error\":");

@@ -112,7 +112,7 @@ pub fn relay(
             drop(upstream.hold.take());
             let text = format!("{prior}{}", upstream.seen.text);
             let next = match &resume {
-                Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, &upstream.seen, &mut ctx).await,
+                Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, upstream.position(), upstream.seen.in_tool_call, &mut ctx).await,
                 _ => None,
             };
             let Some((mut next, dep)) = next else { break Err(e) };

@@ -16,10 +16,9 @@ use bytes::Bytes;
 use switchyard_protocol::ir::{ChatRequest, ContentPart, Message, Role};
 
 use super::{admit_attempt, admit_circuit, attempt, pick_key};
-use crate::adapters::stream::Seen;
 use crate::adapters::{Answer, CallInfo, UpstreamStream};
 use crate::config::Capability;
-use crate::doors::{Door, Inbound, Resumed};
+use crate::doors::{Door, Inbound, Resumed, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::RequestCtx;
 use crate::state::live::DeploymentRt;
@@ -31,6 +30,9 @@ pub struct Resume {
     /// The client's request body as it arrived (a refcounted handle, no copy).
     pub body: Bytes,
     pub door: Door,
+    /// The request's IR when its body alone does not give it back (a
+    /// Responses request continuing a stored conversation).
+    pub ir: Option<Arc<ChatRequest>>,
     /// The plan's candidates, in order.
     pub candidates: Vec<Arc<DeploymentRt>>,
     pub call: CallInfo,
@@ -47,17 +49,17 @@ impl Resume {
         e: &GatewayError,
         served: &Arc<DeploymentRt>,
         text: &str,
-        seen: &Seen,
+        mut at: StreamPosition,
+        in_tool_call: bool,
         ctx: &mut RequestCtx,
     ) -> Option<(Box<UpstreamStream>, Arc<DeploymentRt>)> {
-        if seen.in_tool_call || text.trim().is_empty() {
+        if in_tool_call || text.trim().is_empty() {
             return None;
         }
-        let mut at = seen.at.clone();
         at.id
             .get_or_insert_with(|| format!("chatcmpl-{}", ctx.request_id));
         at.model.get_or_insert_with(|| served.cfg.model.clone());
-        let continues = self.door.continues(&at, self.include_usage);
+        let continues = self.door.continues(&at, self.include_usage)?;
         let mut ir = self.request()?;
         // Anthropic rejects a prefill ending in whitespace: trim it, and put
         // it back in front of the continuation.
@@ -131,8 +133,12 @@ impl Resume {
         order
     }
 
-    /// The client's request, as the IR, read again from its body.
+    /// The client's request, as the IR: the one the first attempt had, or
+    /// read again from its body.
     fn request(&self) -> Option<ChatRequest> {
+        if let Some(ir) = &self.ir {
+            return Some((**ir).clone());
+        }
         self.door.reparse(std::str::from_utf8(&self.body).ok()?)
     }
 }

@@ -3,4 +3,5 @@
 
 pub mod live;
 pub mod memory;
+pub mod responses;
 pub mod store;

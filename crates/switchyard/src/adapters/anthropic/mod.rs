@@ -27,6 +27,7 @@ pub fn encode(dep: &DeploymentRt, ir: &ChatRequest) -> Result<Outbound, GatewayE
         body: enc.body,
         json_tool: enc.json_tool,
         prefill_trimmed: enc.prefill_trimmed,
+        responses_api: false,
     })
 }
 

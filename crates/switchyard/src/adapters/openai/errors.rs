@@ -17,6 +17,43 @@ pub fn classify(
     errors::classify(status, headers, read(body), secrets)
 }
 
+/// A failure a Responses upstream reports in its answer or stream
+/// (`response.failed`, `error`), by its code (MAPPING §14.5).
+pub fn responses_failure(e: &switchyard_protocol::responses::UpstreamError) -> GatewayError {
+    use crate::error::ErrorCode;
+    let message = crate::observe::redact::redact(&e.message, &[]);
+    let mut err = match e.code.as_str() {
+        "rate_limit_exceeded" => GatewayError::upstream(ErrorCode::RateLimited, message),
+        "insufficient_quota" => {
+            let mut g = GatewayError::upstream(ErrorCode::RateLimited, message);
+            g.quota_exhausted = true;
+            g
+        }
+        "context_length_exceeded" => GatewayError::upstream(ErrorCode::ContextTooLong, message),
+        "invalid_prompt" => GatewayError::upstream(ErrorCode::ContentFiltered, message),
+        _ => GatewayError::upstream(ErrorCode::UpstreamError, message),
+    };
+    if err.code == ErrorCode::RateLimited {
+        err.retry_after = try_again_in(&e.message);
+    }
+    err
+}
+
+/// "Please try again in 1.5s" / "in 300ms" → the delay.
+fn try_again_in(message: &str) -> Option<std::time::Duration> {
+    let rest = &message[message.find("try again in ")? + "try again in ".len()..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let n: f64 = rest[..end].parse().ok()?;
+    let secs = if rest[end..].starts_with("ms") {
+        n / 1000.0
+    } else {
+        n
+    };
+    std::time::Duration::try_from_secs_f64(secs).ok()
+}
+
 fn read(body: &[u8]) -> Reading {
     let Ok(b) = serde_json::from_slice::<WireErrorBody>(body) else {
         return Reading {

@@ -195,6 +195,6 @@ fn unknown_enum_values() {
         ]
     );
     assert!(all[0].3.ends_with(
-        "expected one of: tools, vision, json_schema, streaming, embeddings, prefill, reasoning"
+        "expected one of: tools, vision, json_schema, streaming, embeddings, prefill, reasoning, responses"
     ));
 }

@@ -1,0 +1,376 @@
+//! The OpenAI Responses door (`POST /v1/responses`, what Codex and the
+//! OpenAI Agents SDK speak).
+//!
+//! A request is split once into its raw fields (the same-dialect hop to an
+//! `openai`/`azure` deployment with the `responses` capability forwards
+//! them as they came) and decoded into the IR plus what only the Responses
+//! API has (`ResponsesExtras`: custom and hosted tools, `store`,
+//! `previous_response_id`, the parameters an answer echoes). A request the
+//! IR cannot express (an `item_reference`, a hosted-tool item) is kept as a
+//! decode error: only the passthrough can serve it, every other deployment
+//! refuses it with that error.
+//!
+//! Answers the gateway writes itself get a `resp_…` id it issues; with
+//! `store` (the API's default) the conversation is kept in the response
+//! store, so `previous_response_id` continues it on any deployment.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use switchyard_protocol::ir::{ChatRequest, ChatResponse, Message, Role, StreamEvent};
+use switchyard_protocol::responses::{self as rs, RequestPeek, ResponsesExtras, StreamCursor};
+
+use super::{Continues, Inbound, StreamPosition};
+use crate::error::{ErrorCode, GatewayError};
+use crate::state::responses::{ResponseStore, Stored};
+
+/// A Responses request, as the path needs it.
+pub struct ResponsesIn<'a> {
+    pub peek: RequestPeek<'a>,
+    pub decoded: Result<(ChatRequest, Arc<ResponsesExtras>), GatewayError>,
+    /// The id of the answer when the gateway writes it (`resp_…`).
+    pub id: String,
+    /// `previous_response_id` named a response of this gateway's store: its
+    /// history is in the IR, so only a translation can serve the request.
+    pub expanded: bool,
+    /// `previous_response_id` named no stored response: only a Responses
+    /// upstream (whose id it may be) can serve the request.
+    pub unknown_previous: bool,
+    /// Where to keep the answer (`store: true`), set by [`ResponsesIn::prepare`].
+    pub remember: Option<Remember>,
+}
+
+/// Keeping an answer: which store, under which id, after which history.
+#[derive(Clone)]
+pub struct Remember {
+    pub store: Arc<dyn ResponseStore>,
+    pub id: String,
+    /// The request's turns (instructions left out: they are not inherited).
+    pub history: Arc<Vec<Message>>,
+}
+
+impl std::fmt::Debug for Remember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remember").field("id", &self.id).finish()
+    }
+}
+
+impl Remember {
+    /// Store the answer the client got (`body` = the Response object).
+    pub fn keep(&self, body: &[u8]) {
+        let mut history = (*self.history).clone();
+        if let Ok(r) = rs::decode_response(body) {
+            history.push(assistant_turn(&r));
+        }
+        self.store.put(
+            self.id.clone(),
+            Stored {
+                history: Arc::new(history),
+                body: Bytes::copy_from_slice(body),
+            },
+        );
+    }
+}
+
+/// The answer as the assistant turn a continuation replays.
+fn assistant_turn(r: &ChatResponse) -> Message {
+    let mut content = Vec::new();
+    if let Some(t) = r.text.as_deref().filter(|t| !t.is_empty()) {
+        content.push(switchyard_protocol::ir::ContentPart::Text(t.to_owned()));
+    }
+    Message {
+        role: Role::Assistant,
+        content,
+        tool_calls: r.tool_calls.clone(),
+        ..Message::default()
+    }
+}
+
+pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
+    let peek = rs::peek_request(text).map_err(|e| GatewayError::invalid(e.param, e.message))?;
+    let decoded = rs::decode_fields(&peek.fields)
+        .map(|(ir, x)| (ir, Arc::new(x)))
+        .map_err(|e| GatewayError::invalid(e.param, e.message));
+    Ok(Inbound::Responses(Box::new(ResponsesIn {
+        peek,
+        decoded,
+        id: format!("resp_{:032x}", rand::random::<u128>()),
+        expanded: false,
+        unknown_previous: false,
+        remember: None,
+    })))
+}
+
+impl ResponsesIn<'_> {
+    /// Before routing: continue a stored conversation, and note where the
+    /// answer is to be kept.
+    pub fn prepare(&mut self, store: &Arc<dyn ResponseStore>, client: Option<&str>) {
+        let Ok((ir, extras)) = &mut self.decoded else {
+            return;
+        };
+        let lead = usize::from(
+            extras
+                .echo
+                .instructions
+                .as_ref()
+                .is_some_and(|i| !i.is_empty()),
+        );
+        if let Some(prev) = extras.previous_response_id.as_deref() {
+            match store.get(&store_key(client, prev)) {
+                Some(s) => {
+                    ir.messages.splice(lead..lead, s.history.iter().cloned());
+                    self.expanded = true;
+                }
+                None => self.unknown_previous = true,
+            }
+        }
+        if extras.store {
+            self.remember = Some(Remember {
+                store: store.clone(),
+                id: store_key(client, &self.id),
+                history: Arc::new(ir.messages[lead..].to_vec()),
+            });
+        }
+    }
+
+    /// Why a deployment that does not speak the Responses API cannot serve
+    /// this request, if it cannot.
+    pub fn refusal(&self) -> Option<GatewayError> {
+        let (_, extras) = match &self.decoded {
+            Err(e) => return Some(e.clone()),
+            Ok(d) => d,
+        };
+        if self.unknown_previous {
+            let prev = extras.previous_response_id.as_deref().unwrap_or_default();
+            return Some(GatewayError::invalid(
+                Some("previous_response_id".into()),
+                format!("Previous response with id '{prev}' not found."),
+            ));
+        }
+        extras.forced_hosted.as_ref().map(|t| {
+            GatewayError::invalid(
+                Some("tool_choice".into()),
+                format!(
+                    "tool_choice forces the hosted tool `{t}`, which this deployment cannot run"
+                ),
+            )
+        })
+    }
+
+    /// Tools a translation leaves out (named in `x-switchyard-dropped-tools`).
+    pub fn dropped_tools(&self) -> Vec<String> {
+        let Ok((_, x)) = &self.decoded else {
+            return Vec::new();
+        };
+        let search = x.web_search.as_ref().map(|_| "web_search".to_owned());
+        search
+            .into_iter()
+            .chain(x.dropped_tools.iter().cloned())
+            .collect()
+    }
+
+    fn extras(&self) -> Arc<ResponsesExtras> {
+        match &self.decoded {
+            Ok((_, x)) => x.clone(),
+            Err(_) => Arc::default(),
+        }
+    }
+
+    /// The Response body for an answer the gateway translated (kept in the
+    /// store when asked). A foreign reasoning signature is never handed out
+    /// as `encrypted_content`: an OpenAI upstream would refuse it later.
+    pub fn answer(&self, r: &ChatResponse) -> Bytes {
+        let mut r = r.clone();
+        r.reasoning_signature = None;
+        let body = rs::encode_response(&r, &self.id, &self.extras());
+        if let Some(m) = &self.remember {
+            m.keep(&body);
+        }
+        Bytes::from(body)
+    }
+
+    pub fn encoder(&self) -> StreamEncoder {
+        StreamEncoder {
+            enc: rs::StreamEncoder::new(&self.id, now_secs(), &self.extras()),
+            extras: self.extras(),
+            remember: self.remember.clone(),
+            prefix: String::new(),
+        }
+    }
+}
+
+/// Stored answers are the client's own: the key carries its id.
+pub fn store_key(client: Option<&str>, id: &str) -> String {
+    match client {
+        Some(c) => format!("{c}/{id}"),
+        None => id.to_owned(),
+    }
+}
+
+/// The Responses error envelope is OpenAI's (`{"error":{message,type,code,param}}`).
+pub fn error_body(e: &GatewayError) -> Vec<u8> {
+    super::openai_chat::error_body(e)
+}
+
+/// A Responses error code for a failure reported inside a stream.
+fn stream_code(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::RateLimited | ErrorCode::GatewayRateLimited => "rate_limit_exceeded",
+        ErrorCode::ContextTooLong => "context_length_exceeded",
+        ErrorCode::ContentFiltered => "invalid_prompt",
+        ErrorCode::BudgetExceeded => "insufficient_quota",
+        _ => "server_error",
+    }
+}
+
+/// What a Responses client reads in a stream's error: the delay a 429 asks
+/// for as "Please try again in Ns." (Codex parses it).
+fn stream_message(e: &GatewayError) -> String {
+    match e.retry_after {
+        Some(d) => format!("{} Please try again in {}s.", e.message, d.as_secs().max(1)),
+        None => e.message.clone(),
+    }
+}
+
+/// The answer the gateway writes with nothing to echo (degraded answers).
+pub fn answer(r: &ChatResponse) -> Bytes {
+    let id = format!("resp_{:032x}", rand::random::<u128>());
+    Bytes::from(rs::encode_response(r, &id, &ResponsesExtras::default()))
+}
+
+pub fn fresh_encoder() -> StreamEncoder {
+    let extras = Arc::new(ResponsesExtras::default());
+    let id = format!("resp_{:032x}", rand::random::<u128>());
+    StreamEncoder {
+        enc: rs::StreamEncoder::new(&id, now_secs(), &extras),
+        extras,
+        remember: None,
+        prefix: String::new(),
+    }
+}
+
+/// A stream that broke without an encoder of ours (a passthrough): `error`
+/// and `response.failed` numbered after the last event it forwarded.
+pub fn stream_error_after(id: &str, next_sequence: u64, e: &GatewayError) -> Bytes {
+    let at = StreamCursor {
+        id: id.to_owned(),
+        started: true,
+        sequence_number: next_sequence,
+        ..StreamCursor::default()
+    };
+    let mut enc = rs::StreamEncoder::continuing(at, &ResponsesExtras::default());
+    join(enc.error(stream_code(e.code), &stream_message(e)))
+}
+
+pub fn continues(at: &StreamPosition) -> Option<Continues> {
+    let (cursor, extras, remember) = at.responses.clone()?;
+    Some(Continues::Responses {
+        cursor,
+        extras,
+        remember,
+    })
+}
+
+/// IR events → Responses events; the terminal event's Response is kept in
+/// the store when the request asked for it.
+pub struct StreamEncoder {
+    enc: rs::StreamEncoder,
+    extras: Arc<ResponsesExtras>,
+    remember: Option<Remember>,
+    /// Continuing another stream: whitespace trimmed off the prefill, put
+    /// back in front of the continuation's first text.
+    prefix: String,
+}
+
+impl StreamEncoder {
+    pub fn continuing(
+        cursor: StreamCursor,
+        extras: Arc<ResponsesExtras>,
+        remember: Option<Remember>,
+        prefix: String,
+    ) -> Self {
+        StreamEncoder {
+            enc: rs::StreamEncoder::continuing(cursor, &extras),
+            extras,
+            remember,
+            prefix,
+        }
+    }
+
+    pub fn encode(&mut self, ev: &StreamEvent, out: &mut BytesMut) {
+        // Never a foreign signature as encrypted_content (see `answer`).
+        let stripped;
+        let ev = match ev {
+            StreamEvent::ReasoningDelta {
+                text,
+                signature: Some(_),
+            } => {
+                stripped = StreamEvent::ReasoningDelta {
+                    text: text.clone(),
+                    signature: None,
+                };
+                &stripped
+            }
+            StreamEvent::TextDelta(t) if !self.prefix.is_empty() => {
+                stripped = StreamEvent::TextDelta(std::mem::take(&mut self.prefix) + t);
+                &stripped
+            }
+            StreamEvent::Finish { .. } if !self.prefix.is_empty() => {
+                let text = StreamEvent::TextDelta(std::mem::take(&mut self.prefix));
+                self.enc
+                    .push(&text)
+                    .iter()
+                    .for_each(|f| out.extend_from_slice(f));
+                ev
+            }
+            ev => ev,
+        };
+        self.enc
+            .push(ev)
+            .iter()
+            .for_each(|f| out.extend_from_slice(f));
+    }
+
+    pub fn end(&mut self) -> Bytes {
+        let frames = self.enc.end();
+        if let (Some(m), Some(last)) = (&self.remember, frames.last()) {
+            if let Some(body) = response_of(last) {
+                m.keep(&body);
+            }
+        }
+        join(frames)
+    }
+
+    pub fn error(&mut self, e: &GatewayError) -> Bytes {
+        join(self.enc.error(stream_code(e.code), &stream_message(e)))
+    }
+
+    pub fn position(&self, at: &mut StreamPosition) {
+        at.responses = Some((
+            self.enc.cursor(),
+            self.extras.clone(),
+            self.remember.clone(),
+        ));
+    }
+}
+
+/// The Response object inside a terminal event's frame.
+fn response_of(frame: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(frame).ok()?;
+    let data = text.lines().find_map(|l| l.strip_prefix("data: "))?;
+    let v: serde_json::Value = serde_json::from_str(data).ok()?;
+    serde_json::to_vec(v.get("response")?).ok()
+}
+
+fn join(frames: Vec<Bytes>) -> Bytes {
+    let mut out = BytesMut::new();
+    frames.iter().for_each(|f| out.extend_from_slice(f));
+    out.freeze()
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}

@@ -1,0 +1,78 @@
+//! `POST /v1/responses` (the Responses door; its dialect lives in
+//! `doors::responses`), and the stored answers: `GET` and `DELETE
+//! /v1/responses/{id}`.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use http::HeaderMap;
+
+use super::{auth, pipeline, request_id, respond};
+use crate::app::App;
+use crate::doors::responses::store_key;
+use crate::doors::Door;
+use crate::error::{ErrorCode, GatewayError};
+
+pub async fn create(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
+    pipeline::door(app, headers, body, Door::Responses).await
+}
+
+/// A stored answer, as the client first got it.
+pub async fn retrieve(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let rid = request_id(&headers);
+    let key = match authenticated(&app, &headers) {
+        Ok(client) => store_key(client.as_deref(), &id),
+        Err(e) => return respond::error(Door::Responses, &e, &rid),
+    };
+    match app.responses.get(&key) {
+        Some(s) => json(Body::from(s.body), &rid),
+        None => respond::error(Door::Responses, &not_found(&id), &rid),
+    }
+}
+
+pub async fn delete(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let rid = request_id(&headers);
+    let key = match authenticated(&app, &headers) {
+        Ok(client) => store_key(client.as_deref(), &id),
+        Err(e) => return respond::error(Door::Responses, &e, &rid),
+    };
+    if !app.responses.delete(&key) {
+        return respond::error(Door::Responses, &not_found(&id), &rid);
+    }
+    let body = serde_json::json!({"id": id, "object": "response", "deleted": true});
+    json(Body::from(body.to_string()), &rid)
+}
+
+/// The caller's client id (`None` on an open gateway).
+fn authenticated(app: &App, headers: &HeaderMap) -> Result<Option<String>, GatewayError> {
+    auth::authenticate(&app.live.load(), headers).map(|c| c.map(|c| c.id.clone()))
+}
+
+fn not_found(id: &str) -> GatewayError {
+    GatewayError::client(
+        ErrorCode::ModelNotFound,
+        format!("Response with id '{id}' not found."),
+    )
+    .with_param("id")
+}
+
+fn json(body: Body, rid: &str) -> Response {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = http::HeaderValue::from_str(rid) {
+        h.insert(crate::names::X_REQUEST_ID.clone(), v);
+    }
+    resp
+}
