@@ -36,6 +36,11 @@ pub struct ChatRequest {
     pub include_usage: bool,
     /// Non-standard fields merged into the upstream body as they are.
     pub provider_options: Map<String, Value>,
+    /// The client asked for the provider's own web search (a Responses
+    /// `web_search` tool): Anthropic's server tool, Gemini's Google Search.
+    pub web_search: bool,
+    /// Choices asked for (OpenAI `n`); `None` or 1 is one.
+    pub n: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -215,9 +215,15 @@ async fn custom_tools_come_back_as_custom_calls_and_hosted_ones_are_named() {
     for (dep, _, _) in LANES {
         let resp = create(&h, json!({"model": dep, "input": "Patch it", "tools": tools, "tool_choice": {"type": "custom", "name": "apply_patch"}})).await;
         assert_eq!(resp.status(), 200, "{dep}");
+        // Anthropic runs the web search itself (see the web_search test).
+        let dropped = if dep == "an/claude" {
+            "file_search"
+        } else {
+            "web_search,file_search"
+        };
         assert_eq!(
             resp.headers()["x-switchyard-dropped-tools"],
-            "web_search,file_search",
+            dropped,
             "{dep}"
         );
         let body: Value = resp.json().await.unwrap();
@@ -231,11 +237,13 @@ async fn custom_tools_come_back_as_custom_calls_and_hosted_ones_are_named() {
         assert_eq!(call["name"], "apply_patch");
         assert_eq!(call["input"], "mock", "{dep}: {call}");
         let d = h.decisions().last().unwrap().clone();
-        assert_eq!(
-            d["dropped_tools"],
-            json!(["web_search", "file_search"]),
-            "{d}"
-        );
+        let logged: Vec<&str> = d["dropped_tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert_eq!(logged.join(","), dropped, "{d}");
     }
     // What the OpenAI upstream saw: a function with one string parameter.
     let sent = h
@@ -551,4 +559,50 @@ async fn async_openai_reads_every_answer_and_event() {
         }
         assert!(completed && calls == 1, "{dep}: {n} events, {calls} calls");
     }
+}
+
+/// `web_search` becomes the deployment's own search where it has one:
+/// Anthropic's server tool, Gemini's Google Search (only without function
+/// tools, which Gemini will not combine with it); elsewhere it is named as
+/// dropped.
+#[tokio::test]
+async fn web_search_becomes_the_providers_own_search() {
+    let h = common::start(ALL).await;
+    let search = json!({"type": "web_search"});
+    let func = json!({"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}});
+    let resp = create(
+        &h,
+        json!({"model": "an/claude", "input": "News?", "tools": [search, func]}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("x-switchyard-dropped-tools").is_none());
+    let sent = h.mock.requests().last().unwrap().json.clone().unwrap();
+    assert!(
+        sent["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"type": "web_search_20250305", "name": "web_search"})),
+        "{sent}"
+    );
+    let resp = create(
+        &h,
+        json!({"model": "gm/gemini", "input": "News?", "tools": [search]}),
+    )
+    .await;
+    assert!(resp.headers().get("x-switchyard-dropped-tools").is_none());
+    let sent = h.mock.requests().last().unwrap().json.clone().unwrap();
+    assert_eq!(sent["tools"], json!([{"googleSearch": {}}]), "{sent}");
+    let resp = create(
+        &h,
+        json!({"model": "gm/gemini", "input": "News?", "tools": [search, func]}),
+    )
+    .await;
+    assert_eq!(resp.headers()["x-switchyard-dropped-tools"], "web_search");
+    let sent = h.mock.requests().last().unwrap().json.clone().unwrap();
+    assert!(
+        sent["tools"][0].get("functionDeclarations").is_some(),
+        "{sent}"
+    );
+    assert_eq!(sent["tools"].as_array().unwrap().len(), 1);
 }

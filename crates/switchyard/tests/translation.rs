@@ -521,6 +521,66 @@ async fn claude_code_requests_complete_a_tool_loop_through_every_upstream() {
     assert!(roles[first_user..].contains(&"system"), "{roles:?}");
 }
 
+/// `n` > 1: forwarded as it came on the OpenAI passthrough, sent as
+/// `candidateCount` to Gemini (each candidate one choice), refused where
+/// the upstream cannot answer several.
+#[tokio::test]
+async fn several_choices_where_the_upstream_can_and_a_clear_400_where_not() {
+    let h = common::start(THREE).await;
+    let resp = h
+        .post(json!({"model": "oa/gpt", "n": 2, "messages": common::user("Hi")}))
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        h.mock.requests().last().unwrap().json.as_ref().unwrap()["n"],
+        2
+    );
+    let two = json!({
+        "candidates": [
+            {"content": {"parts": [{"text": "one"}], "role": "model"}, "finishReason": "STOP", "index": 0},
+            {"content": {"parts": [{"text": "two"}], "role": "model"}, "finishReason": "MAX_TOKENS", "index": 1}
+        ],
+        "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4, "totalTokenCount": 7},
+        "modelVersion": "gemini-2.5-flash"
+    });
+    h.mock.script(vec![Behavior::status(200, two.to_string())]);
+    let resp = h
+        .post(json!({"model": "gm/gemini", "n": 2, "messages": common::user("Hi")}))
+        .await;
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    let choices = body["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 2, "{body}");
+    assert_eq!(
+        (
+            choices[0]["index"].as_u64(),
+            choices[0]["message"]["content"].as_str()
+        ),
+        (Some(0), Some("one"))
+    );
+    assert_eq!(
+        (
+            choices[1]["index"].as_u64(),
+            choices[1]["message"]["content"].as_str()
+        ),
+        (Some(1), Some("two"))
+    );
+    assert_eq!(choices[1]["finish_reason"], "length");
+    assert_eq!(body["usage"]["completion_tokens"], 4);
+    let sent = h.mock.requests().last().unwrap().json.clone().unwrap();
+    assert_eq!(sent["generationConfig"]["candidateCount"], 2, "{sent}");
+    for (model, stream) in [("an/claude", false), ("gm/gemini", true)] {
+        let before = h.mock.request_count();
+        let resp = h
+            .post(json!({"model": model, "n": 3, "stream": stream, "messages": common::user("Hi")}))
+            .await;
+        assert_eq!(resp.status(), 400, "{model}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["param"], "n", "{model}: {body}");
+        assert_eq!(h.mock.request_count(), before, "{model}: nothing sent");
+    }
+}
+
 // === streams split anywhere ===
 
 #[tokio::test]

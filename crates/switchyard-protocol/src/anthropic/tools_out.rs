@@ -10,11 +10,23 @@ use crate::ir::{self, ResponseFormat, ToolChoice};
 
 #[derive(Serialize)]
 pub(super) struct OutTool<'a> {
+    /// Server tools only (`web_search_20250305`); client tools have none.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     name: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
-    input_schema: Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_schema: Option<Cow<'a, Value>>,
 }
+
+/// Anthropic's own web search, run on its side.
+const WEB_SEARCH: OutTool<'static> = OutTool {
+    kind: Some("web_search_20250305"),
+    name: Cow::Borrowed("web_search"),
+    description: None,
+    input_schema: None,
+};
 
 #[derive(Serialize)]
 pub(super) struct OutToolChoice<'a> {
@@ -39,9 +51,10 @@ pub(super) fn tools_and_choice<'a>(
         .iter()
         .filter(|t| allowed.is_none_or(|names| names.contains(&t.name)))
         .map(|t| OutTool {
+            kind: None,
             name: Cow::Borrowed(&t.name),
             description: t.description.as_deref(),
-            input_schema: object_schema(&t.parameters),
+            input_schema: Some(object_schema(&t.parameters)),
         })
         .collect();
     let no_parallel = req.parallel_tool_calls == Some(false);
@@ -75,12 +88,13 @@ pub(super) fn tools_and_choice<'a>(
         }
         let has_user_tools = !tools.is_empty();
         tools.push(OutTool {
+            kind: None,
             name: Cow::Owned(name.clone()),
             description: Some(description.unwrap_or(JSON_TOOL_DESCRIPTION)),
-            input_schema: match schema {
+            input_schema: Some(match schema {
                 Cow::Borrowed(s) => object_schema(s),
                 Cow::Owned(s) => Cow::Owned(s),
-            },
+            }),
         });
         let tc = match (user_forced, has_user_tools) {
             (Some(n), _) => choice("tool", Some(n)),
@@ -89,8 +103,12 @@ pub(super) fn tools_and_choice<'a>(
         };
         return (tools, Some(tc), Some(name));
     }
+    let client_tools = !tools.is_empty();
+    if req.web_search {
+        tools.push(WEB_SEARCH);
+    }
     let tc = match &req.tool_choice {
-        _ if tools.is_empty() => None,
+        _ if !client_tools => None,
         Some(ToolChoice::Auto) => Some(choice("auto", None)),
         Some(ToolChoice::None) => Some(choice("none", None)),
         Some(ToolChoice::Required) => Some(choice("any", None)),

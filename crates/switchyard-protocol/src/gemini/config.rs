@@ -9,8 +9,10 @@ use crate::ir;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct OutTool<'a> {
-    function_declarations: Vec<FunctionDeclaration<'a>>,
+pub(super) enum OutTool<'a> {
+    FunctionDeclarations(Vec<FunctionDeclaration<'a>>),
+    /// Gemini's own Google Search grounding (`{"googleSearch": {}}`).
+    GoogleSearch {},
 }
 
 #[derive(Serialize)]
@@ -61,6 +63,8 @@ pub(super) struct GenerationConfig<'a> {
     response_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking_config: Option<ThinkingConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidate_count: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -74,12 +78,20 @@ pub(super) struct ThinkingConfig {
 /// Gemini accepts at most 5 stop sequences; later ones are dropped.
 const MAX_STOP: usize = 5;
 
-pub(super) fn tools(tools: &[ir::Tool]) -> Vec<OutTool<'_>> {
+/// Function declarations; Google Search when the client asked for the
+/// provider's web search and declared no functions (Gemini models refuse
+/// the two together, so with functions the search is left out and the
+/// gateway names it as dropped).
+pub(super) fn tools(tools: &[ir::Tool], web_search: bool) -> Vec<OutTool<'_>> {
     if tools.is_empty() {
-        return Vec::new();
+        return if web_search {
+            vec![OutTool::GoogleSearch {}]
+        } else {
+            Vec::new()
+        };
     }
-    vec![OutTool {
-        function_declarations: tools
+    vec![OutTool::FunctionDeclarations(
+        tools
             .iter()
             .map(|t| FunctionDeclaration {
                 name: &t.name,
@@ -87,7 +99,7 @@ pub(super) fn tools(tools: &[ir::Tool]) -> Vec<OutTool<'_>> {
                 parameters: sanitize_schema(&t.parameters),
             })
             .collect(),
-    }]
+    )]
 }
 
 pub(super) fn tool_config(c: &ir::ToolChoice) -> ToolConfig<'_> {
@@ -132,6 +144,7 @@ pub(super) fn generation_config<'a>(
         response_mime_type: mime,
         response_schema: schema,
         thinking_config: req.reasoning.as_ref().and_then(thinking),
+        candidate_count: req.n.filter(|n| *n > 1),
     };
     let empty = c.max_output_tokens.is_none()
         && c.temperature.is_none()
@@ -142,7 +155,8 @@ pub(super) fn generation_config<'a>(
         && c.presence_penalty.is_none()
         && c.frequency_penalty.is_none()
         && c.response_mime_type.is_none()
-        && c.thinking_config.is_none();
+        && c.thinking_config.is_none()
+        && c.candidate_count.is_none();
     (!empty).then_some(c)
 }
 

@@ -40,7 +40,7 @@ mod wire;
 pub use encode::{encode_response, StreamEncoder};
 pub use error::{parse_error, GeminiError};
 pub use request::{encode_request, ConvertError, Target, SKIP_SIGNATURE_VALIDATOR};
-pub use response::{decode_response, finish_reason, DecodeError};
+pub use response::{decode_candidates, decode_response, finish_reason, DecodeError};
 pub use schema::sanitize_schema;
 pub use stream::{StreamProblem, StreamTranslator};
 

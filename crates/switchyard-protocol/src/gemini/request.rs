@@ -75,7 +75,7 @@ pub fn encode_request(req: &ir::ChatRequest, target: &Target) -> Result<Vec<u8>,
     let body = OutRequest {
         system_instruction: system(&req.messages),
         contents: Contents::build(req, target)?,
-        tools: tools(&req.tools),
+        tools: tools(&req.tools, req.web_search),
         tool_config: req.tool_choice.as_ref().map(tool_config),
         generation_config: generation_config(req, target),
     };

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::error::{parse_error, parse_status, GeminiError};
-use super::wire::{InPart, InResponse};
+use super::wire::{InCandidate, InPart, InResponse};
 use super::{compact_json, synth_call_id, synth_response_id};
 use crate::ir::{self, FinishReason};
 
@@ -86,13 +86,34 @@ pub fn decode_response(body: &[u8]) -> Result<ir::ChatResponse, DecodeError> {
         return Err(DecodeError::PromptBlocked { reason, message });
     }
     let cand = r.candidate().ok_or(DecodeError::NoCandidates)?;
+    Ok(candidate(&r, cand, body))
+}
+
+/// Every candidate of an answer (`candidateCount` > 1), in index order;
+/// the usage, which covers them all, is on the first.
+pub fn decode_candidates(body: &[u8]) -> Result<Vec<ir::ChatResponse>, DecodeError> {
+    let first = decode_response(body)?;
+    let r: InResponse =
+        serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let mut cands: Vec<&InCandidate<'_>> = r.candidates.iter().collect();
+    cands.sort_by_key(|c| c.index.unwrap_or(0));
+    let mut out = vec![first];
+    for c in cands.into_iter().skip(1) {
+        let mut one = candidate(&r, c, body);
+        one.usage = Default::default();
+        out.push(one);
+    }
+    Ok(out)
+}
+
+fn candidate(r: &InResponse<'_>, cand: &InCandidate<'_>, body: &[u8]) -> ir::ChatResponse {
     let response_id = r.response_id.as_deref();
     let mut acc = Collected::default();
     for p in cand.content.iter().flat_map(|c| &c.parts) {
         acc.part(p, response_id);
     }
     let raw_finish = cand.finish_reason.as_deref();
-    Ok(ir::ChatResponse {
+    ir::ChatResponse {
         id: response_id
             .map(str::to_owned)
             .unwrap_or_else(|| synth_response_id(body)),
@@ -111,8 +132,12 @@ pub fn decode_response(body: &[u8]) -> Result<ir::ChatResponse, DecodeError> {
         tool_calls: acc.calls,
         refusal: None,
         raw_finish_reason: raw_finish.map(str::to_owned),
-        usage: r.usage_metadata.map(|u| u.to_ir()).unwrap_or_default(),
-    })
+        usage: r
+            .usage_metadata
+            .as_ref()
+            .map(|u| u.to_ir())
+            .unwrap_or_default(),
+    }
 }
 
 #[derive(Default)]

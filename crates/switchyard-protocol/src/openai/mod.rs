@@ -16,8 +16,9 @@ pub use request::{parse_request, FieldError, RequestView, UpstreamEdits};
 pub use request_encode::encode_request;
 pub(crate) use request_ir::image_source;
 pub use response::{
-    encode_chunk, encode_response, peek_chunk, peek_pass_chunk, peek_response, peek_usage,
-    ChunkEnvelope, ChunkPeek, PassChunk, PeekError, ResponsePeek, StreamTranslator, UsagePeek,
+    encode_choices, encode_chunk, encode_response, peek_chunk, peek_pass_chunk, peek_response,
+    peek_usage, ChunkEnvelope, ChunkPeek, PassChunk, PeekError, ResponsePeek, StreamTranslator,
+    UsagePeek,
 };
 pub use wire::*;
 

@@ -74,10 +74,9 @@ pub fn parse_request(body: &str) -> Result<RequestView<'_>, FieldError> {
                 typed.max_completion_tokens = positive(raw, "max_completion_tokens")?
             }
             "n" => {
-                if let Some(n) = field::<Option<u32>>(raw, "n")? {
-                    if n != 1 {
-                        return Err(FieldError::new("n", "only n=1 is supported"));
-                    }
+                typed.n = field::<Option<u32>>(raw, "n")?;
+                if typed.n.is_some_and(|n| !(1..=128).contains(&n)) {
+                    return Err(FieldError::new("n", "must be between 1 and 128"));
                 }
             }
             "stop" => typed.stop = parse_stop(raw)?,

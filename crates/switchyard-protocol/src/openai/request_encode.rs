@@ -30,6 +30,8 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    n: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     presence_penalty: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     frequency_penalty: Option<f64>,
@@ -66,6 +68,7 @@ pub fn encode_request(
         top_p: req.top_p,
         stop: req.stop.iter().map(String::as_str).collect(),
         seed: req.seed,
+        n: req.n.filter(|n| *n > 1),
         presence_penalty: req.presence_penalty,
         frequency_penalty: req.frequency_penalty,
         reasoning_effort: req.reasoning.as_ref().and_then(|r| r.effort.as_deref()),

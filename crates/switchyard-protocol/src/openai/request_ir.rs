@@ -29,6 +29,8 @@ pub(super) fn to_ir(t: &ChatCompletionRequest) -> ir::ChatRequest {
         stream: t.stream,
         include_usage: t.include_usage,
         provider_options: t.provider_options.clone().unwrap_or_default(),
+        n: t.n,
+        web_search: false,
     }
 }
 

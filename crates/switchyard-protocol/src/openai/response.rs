@@ -280,7 +280,7 @@ struct OutResponse<'a> {
     object: &'static str,
     created: u64,
     model: &'a str,
-    choices: [OutChoice<'a>; 1],
+    choices: Vec<OutChoice<'a>>,
     usage: WireUsage,
 }
 
@@ -323,38 +323,55 @@ struct OutFunction<'a> {
 
 /// A whole `chat.completion` body.
 pub fn encode_response(r: &ir::ChatResponse) -> Vec<u8> {
+    encode_choices(std::slice::from_ref(r))
+}
+
+/// A `chat.completion` body with one choice per answer (`n` > 1); the
+/// envelope and usage are the first's.
+pub fn encode_choices(rs: &[ir::ChatResponse]) -> Vec<u8> {
+    let Some(r) = rs.first() else {
+        return Vec::new();
+    };
     let out = OutResponse {
         id: &r.id,
         object: "chat.completion",
         created: r.created,
         model: &r.model,
-        choices: [OutChoice {
-            index: 0,
-            message: OutMessage {
-                role: "assistant",
-                content: r.text.as_deref(),
-                reasoning_content: r.reasoning.as_deref(),
-                tool_calls: r
-                    .tool_calls
-                    .iter()
-                    .map(|c| OutToolCall {
-                        index: None,
-                        id: Some(&c.id),
-                        kind: Some("function"),
-                        function: OutFunction {
-                            name: Some(&c.name),
-                            arguments: &c.arguments,
-                        },
-                    })
-                    .collect(),
-                refusal: r.refusal.as_deref(),
-            },
-            logprobs: None,
-            finish_reason: r.finish_reason.openai(),
-        }],
+        choices: rs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| choice(i as u32, r))
+            .collect(),
         usage: WireUsage::from_ir(&r.usage),
     };
     serde_json::to_vec(&out).unwrap_or_default()
+}
+
+fn choice(index: u32, r: &ir::ChatResponse) -> OutChoice<'_> {
+    OutChoice {
+        index,
+        message: OutMessage {
+            role: "assistant",
+            content: r.text.as_deref(),
+            reasoning_content: r.reasoning.as_deref(),
+            tool_calls: r
+                .tool_calls
+                .iter()
+                .map(|c| OutToolCall {
+                    index: None,
+                    id: Some(&c.id),
+                    kind: Some("function"),
+                    function: OutFunction {
+                        name: Some(&c.name),
+                        arguments: &c.arguments,
+                    },
+                })
+                .collect(),
+            refusal: r.refusal.as_deref(),
+        },
+        logprobs: None,
+        finish_reason: r.finish_reason.openai(),
+    }
 }
 
 #[derive(Serialize)]

@@ -111,7 +111,7 @@ fn bad_inputs_name_the_offending_param() {
         Some("messages[0]")
     );
     assert_eq!(
-        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}"#)
+        err(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"n":0}"#)
             .param
             .as_deref(),
         Some("n")

@@ -29,6 +29,8 @@ pub struct ChatCompletionRequest<'a> {
     pub reasoning_effort: Option<String>,
     pub user: Option<String>,
     pub provider_options: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Choices asked for (1..=128).
+    pub n: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -43,6 +43,34 @@ pub fn responses_pass(dep: &DeploymentRt, r: &ResponsesIn<'_>) -> bool {
         && !r.expanded
 }
 
+/// The deployment runs the hosted web search the request asked for
+/// (Anthropic's server tool; Gemini's Google Search, which it will not
+/// combine with function declarations).
+pub fn runs_web_search(dep: &DeploymentRt, ir: &switchyard_protocol::ir::ChatRequest) -> bool {
+    match dep.provider.adapter {
+        Adapter::Anthropic => true,
+        Adapter::Gemini => ir.tools.is_empty(),
+        Adapter::OpenAi | Adapter::Azure => false,
+    }
+}
+
+/// `n` > 1 where the upstream cannot give several choices: Anthropic never,
+/// Gemini (`candidateCount`) not as a stream the gateway could translate.
+fn choices_refusal(adapter: Adapter, inbound: &Inbound<'_>) -> Option<GatewayError> {
+    let n = inbound.n();
+    let why = match adapter {
+        _ if n <= 1 => return None,
+        Adapter::OpenAi | Adapter::Azure => return None,
+        Adapter::Anthropic => "Anthropic deployments answer one choice",
+        Adapter::Gemini if inbound.stream() => "Gemini deployments stream one choice",
+        Adapter::Gemini => return None,
+    };
+    Some(GatewayError::invalid(
+        Some("n".into()),
+        format!("n = {n} cannot be served: {why}"),
+    ))
+}
+
 pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
     let p = &dep.provider;
     let options = (!p.cfg.options.is_empty()).then_some(&p.cfg.options);
@@ -61,6 +89,9 @@ pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, Gate
         if let Some(e) = r.refusal() {
             return Err(e);
         }
+    }
+    if let Some(e) = choices_refusal(p.adapter, inbound) {
+        return Err(e);
     }
     match (p.adapter, inbound) {
         (Adapter::OpenAi | Adapter::Azure, Inbound::OpenAi { view, .. }) => {

@@ -25,6 +25,9 @@ pub fn answer(
     if same && upstream == Dialect::OpenAi {
         return passthrough(dep, bytes);
     }
+    if upstream == Dialect::Gemini && inbound.n() > 1 {
+        return gemini_choices(dep, bytes);
+    }
     let mut ir = decode(upstream, &bytes, out)?;
     if ir.created == 0 {
         ir.created = std::time::SystemTime::now()
@@ -66,6 +69,32 @@ fn passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayEr
         model,
         ttfb: Default::default(),
     })
+}
+
+/// Several Gemini candidates (`candidateCount`) as an OpenAI client's choices.
+fn gemini_choices(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayError> {
+    let mut all = super::gemini::decode_candidates(&bytes)?;
+    let created = now_secs();
+    for r in &mut all {
+        r.created = created;
+        if r.model.is_empty() {
+            r.model.clone_from(&dep.cfg.model);
+        }
+    }
+    let first = &all[0];
+    Ok(JsonAnswer {
+        body: Bytes::from(oa::encode_choices(&all)),
+        usage: first.usage,
+        model: first.model.clone(),
+        ttfb: Default::default(),
+    })
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
 }
 
 /// A Responses upstream's answer to a Responses client: the bytes as they

@@ -196,6 +196,14 @@ impl Inbound<'_> {
         }
     }
 
+    /// Choices asked for (OpenAI `n`; 1 elsewhere).
+    pub fn n(&self) -> u32 {
+        match self {
+            Inbound::OpenAi { view, .. } => view.typed.n.unwrap_or(1),
+            _ => 1,
+        }
+    }
+
     /// The client asked for usage in its stream (Anthropic streams always carry it).
     pub fn include_usage(&self) -> bool {
         match self {

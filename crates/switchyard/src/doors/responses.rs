@@ -89,7 +89,10 @@ fn assistant_turn(r: &ChatResponse) -> Message {
 pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
     let peek = rs::peek_request(text).map_err(|e| GatewayError::invalid(e.param, e.message))?;
     let decoded = rs::decode_fields(&peek.fields)
-        .map(|(ir, x)| (ir, Arc::new(x)))
+        .map(|(mut ir, x)| {
+            ir.web_search = x.web_search.is_some();
+            (ir, Arc::new(x))
+        })
         .map_err(|e| GatewayError::invalid(e.param, e.message));
     Ok(Inbound::Responses(Box::new(ResponsesIn {
         peek,
@@ -157,12 +160,17 @@ impl ResponsesIn<'_> {
         })
     }
 
-    /// Tools a translation leaves out (named in `x-switchyard-dropped-tools`).
-    pub fn dropped_tools(&self) -> Vec<String> {
+    /// Tools a translation leaves out (named in `x-switchyard-dropped-tools`);
+    /// `own_search`: the deployment runs the web search itself.
+    pub fn dropped_tools(&self, own_search: bool) -> Vec<String> {
         let Ok((_, x)) = &self.decoded else {
             return Vec::new();
         };
-        let search = x.web_search.as_ref().map(|_| "web_search".to_owned());
+        let search = x
+            .web_search
+            .as_ref()
+            .filter(|_| !own_search)
+            .map(|_| "web_search".to_owned());
         search
             .into_iter()
             .chain(x.dropped_tools.iter().cloned())

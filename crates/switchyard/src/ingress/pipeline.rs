@@ -126,7 +126,8 @@ pub async fn run(
     ctx.selected = Some(served.dep.name.clone());
     if let Inbound::Responses(r) = inbound {
         if !crate::adapters::body::responses_pass(&served.dep, r) {
-            ctx.dropped_tools = r.dropped_tools();
+            let own_search = crate::adapters::body::runs_web_search(&served.dep, inbound.ir());
+            ctx.dropped_tools = r.dropped_tools(own_search);
         }
     }
     ctx.fallback_reason = served.fallback_reason;
@@ -137,7 +138,8 @@ pub async fn run(
         total_by: crate::adapters::earliest(started + t.total, call.deadline),
     };
     let resume_on = route.is_none_or(|r| r.on_stream_interrupt == StreamInterrupt::Resume);
-    let resume = (inbound.stream() && resume_on).then(|| Resume {
+    // Several choices interleave in one stream: no prefill can continue it.
+    let resume = (inbound.stream() && resume_on && inbound.n() <= 1).then(|| Resume {
         body,
         door: inbound.door(),
         ir: matches!(inbound, Inbound::Responses(_)).then(|| Arc::new(inbound.ir().clone())),

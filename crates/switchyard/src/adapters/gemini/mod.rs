@@ -28,6 +28,11 @@ pub fn decode(bytes: &[u8]) -> Result<ChatResponse, GatewayError> {
     gm::decode_response(bytes).map_err(decode_error)
 }
 
+/// Every candidate (`candidateCount` > 1).
+pub fn decode_candidates(bytes: &[u8]) -> Result<Vec<ChatResponse>, GatewayError> {
+    gm::decode_candidates(bytes).map_err(decode_error)
+}
+
 pub fn decode_error(e: DecodeError) -> GatewayError {
     match e {
         DecodeError::Json(m) => GatewayError::upstream(
