@@ -25,8 +25,9 @@ LANE_NAME = {
 }
 # translated lanes: mode -> plain OpenAI lane whose nginx CPU/request is the yardstick
 TL_MODES = {"t64": "c64", "ts64": "s64"}
-TL_SUBS = ["oa2an", "oa2gm", "an2oa"]
-TL_SUB_NAME = {"oa2an": "OpenAI→Anthropic", "oa2gm": "OpenAI→Gemini", "an2oa": "Anthropic→OpenAI"}
+TL_SUBS = ["oa2an", "oa2gm", "an2oa", "rs2oa"]
+TL_SUB_NAME = {"oa2an": "OpenAI→Anthropic", "oa2gm": "OpenAI→Gemini", "an2oa": "Anthropic→OpenAI",
+               "rs2oa": "Responses→OpenAI"}
 TL_CPU_LIMIT = 3.0
 
 

@@ -109,7 +109,7 @@ BODY_S='{"model":"chat","messages":[{"role":"user","content":"Hello"}],"stream":
 # itself sends upstream for that client request (checked by capturing it), so direct vs switchyard
 # differ only by the gateway and its translation. On translated lanes the mock field must travel
 # inside provider_options (the gateway merges it into the upstream body).
-TL_SUBS="oa2an oa2gm an2oa"
+TL_SUBS="oa2an oa2gm an2oa rs2oa"
 AN_VER='anthropic-version: 2023-06-01'
 TL_MSG='"messages":[{"role":"user","content":"Hello"}]'
 TL_S_GW=',"stream":true,"provider_options":{"mock":{"chunks":20}}'
@@ -138,6 +138,10 @@ tl_spec() {
              T_BODY='{"model":"gpt-4o-mini",'"$TL_MSG"',"max_completion_tokens":1024'
              [ "$s" = 1 ] && T_BODY+=',"stream":true,"stream_options":{"include_usage":true},"mock":{"chunks":20}'
              T_BODY+='}';;
+      rs2oa) T_KIND=openai; T_PATH=/v1/chat/completions
+             T_BODY='{"model":"gpt-4o-mini",'"$TL_MSG"
+             [ "$s" = 1 ] && T_BODY+=',"stream":true,"stream_options":{"include_usage":true},"mock":{"chunks":20}'
+             T_BODY+='}';;
     esac
   else
     T_PORT=$GW_PORT
@@ -146,6 +150,10 @@ tl_spec() {
       oa2gm) T_KIND=openai; T_PATH=/v1/chat/completions; T_BODY='{"model":"mock-gm/gemini",'"$TL_MSG";;
       an2oa) T_KIND=anthropic; T_PATH=/v1/messages; T_HDR=$AN_VER
              T_BODY='{"model":"mock/gpt-4o-mini","max_tokens":1024,'"$TL_MSG";;
+      # store:false: a benchmark client keeps no conversation (nothing to
+      # evict from the response store while measuring the translation).
+      rs2oa) T_KIND=responses; T_PATH=/v1/responses
+             T_BODY='{"model":"mock/gpt-4o-mini","input":"Hello","store":false';;
     esac
     [ "$s" = 1 ] && T_BODY+="$TL_S_GW"
     T_BODY+='}'
@@ -258,6 +266,7 @@ if not stream:
     j = json.loads(text)
     got = {"openai": lambda: j["choices"][0]["message"]["content"],
            "anthropic": lambda: j["content"][0]["text"],
+           "responses": lambda: [p["text"] for i in j["output"] if i["type"] == "message" for p in i["content"]][0],
            "gemini": lambda: j["candidates"][0]["content"]["parts"][0]["text"]}[kind]
     try:
         ok = bool(got())
@@ -280,6 +289,9 @@ if kind == "openai":
 elif kind == "anthropic":
     n = sum(1 for e, _ in events if e == "content_block_delta")
     events[-1][0] == "message_stop" or fail("stream does not end with event: message_stop")
+elif kind == "responses":
+    n = sum(1 for e, _ in events if e == "response.output_text.delta")
+    events[-1][0] == "response.completed" or fail("stream does not end with event: response.completed")
 else:
     frames = [json.loads(d) for _, d in events if d.startswith("{")]
     n = sum(1 for f in frames if f.get("candidates", [{}])[0].get("content", {}).get("parts"))

@@ -91,6 +91,8 @@ pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
     let decoded = rs::decode_fields(&peek.fields)
         .map(|(mut ir, x)| {
             ir.web_search = x.web_search.is_some();
+            // Non-standard fields for the upstream, as on the other doors.
+            ir.provider_options = peek.provider_options.clone().unwrap_or_default();
             (ir, Arc::new(x))
         })
         .map_err(|e| GatewayError::invalid(e.param, e.message));
