@@ -273,16 +273,46 @@ async fn custom_tools_come_back_as_custom_calls_and_hosted_ones_are_named() {
 }
 
 #[tokio::test]
-async fn json_schema_output_reaches_the_upstream() {
+async fn json_schema_output_from_every_upstream() {
     let h = common::start(ALL).await;
     let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false});
-    let resp = create(&h, json!({"model": "oa/gpt", "input": "City?", "text": {"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": true}}})).await;
-    assert_eq!(resp.status(), 200);
-    let body: Value = resp.json().await.unwrap();
-    assert_eq!(body["text"]["format"]["type"], "json_schema", "{body}");
+    for (dep, _, _) in LANES {
+        // The mock answers this text where the upstream has a JSON mode;
+        // Anthropic's forced tool gets arguments from the schema instead.
+        let mock = json!({"mock": {"text": "{\"city\":\"Paris\"}"}});
+        let resp = create(&h, json!({"model": dep, "input": "City?", "provider_options": mock, "text": {"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": true}}})).await;
+        assert_eq!(resp.status(), 200, "{dep}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["text"]["format"]["type"], "json_schema", "{body}");
+        let answer: Value = serde_json::from_str(&output_text(&body))
+            .unwrap_or_else(|e| panic!("{dep}: not JSON ({e}): {body}"));
+        assert!(answer["city"].is_string(), "{dep}: {answer}");
+    }
     let sent = h.mock.requests()[0].json.clone().unwrap();
     assert_eq!(sent["response_format"]["type"], "json_schema");
     assert_eq!(sent["response_format"]["json_schema"]["schema"], schema);
+}
+
+/// A stream that breaks after its first byte, from every upstream, ends
+/// with `error` then `response.failed` (the route says not to resume).
+#[tokio::test]
+async fn a_broken_stream_from_every_upstream_ends_with_response_failed() {
+    let h = common::start(ALL).await;
+    for (dep, _, _) in LANES {
+        let sse = create(&h, json!({"model": dep, "input": "Hi", "stream": true, "provider_options": {"mock": {"fault": "cut", "after_events": 3}}}))
+            .await
+            .text()
+            .await
+            .unwrap();
+        let evs = events(&sse);
+        assert_well_numbered(&evs, &sse);
+        let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names[names.len() - 2..],
+            ["error", "response.failed"],
+            "{dep}: {sse}"
+        );
+    }
 }
 
 #[tokio::test]
