@@ -61,6 +61,11 @@ pub fn client_router(app: App) -> Router {
             post(ingress::openai::chat_completions),
         )
         .route("/v1/messages", post(ingress::anthropic::messages))
+        .route(
+            "/v1/messages/count_tokens",
+            post(ingress::count_tokens::count_tokens),
+        )
+        .route("/v1/embeddings", post(ingress::embeddings::embeddings))
         .route("/v1/models", get(ingress::models::list))
         .route("/v1/models/{id}", get(ingress::models::retrieve))
         .route("/", axum::routing::head(ingress::unknown::head_root))

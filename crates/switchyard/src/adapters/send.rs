@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderName, HeaderValue, Method, Request, Response};
+use http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
 use tokio::time::Instant;
 
 use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
@@ -27,8 +27,29 @@ pub async fn send(
     first_byte_by: Instant,
     total_by: Instant,
 ) -> Result<Response<UpstreamBody>, GatewayError> {
+    let (url, accept) = if stream {
+        (&dep.endpoint.stream_url, "text/event-stream")
+    } else {
+        (&dep.endpoint.url, "application/json")
+    };
+    send_to(dep, key, url, accept, body, call, first_byte_by, total_by).await
+}
+
+/// [`send`] to one of the deployment's other URLs (embeddings, token
+/// counting): the same auth, headers, timeouts and error classification.
+#[expect(clippy::too_many_arguments, reason = "one call per attempt kind")]
+pub async fn send_to(
+    dep: &DeploymentRt,
+    key: Option<&ProviderKey>,
+    url: &Uri,
+    accept: &'static str,
+    body: Vec<u8>,
+    call: &CallInfo,
+    first_byte_by: Instant,
+    total_by: Instant,
+) -> Result<Response<UpstreamBody>, GatewayError> {
     let provider = &dep.provider;
-    let req = build(dep, key, stream, Bytes::from(body), call)?;
+    let req = build(dep, key, url, accept, Bytes::from(body), call)?;
     let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req);
     let resp = match tokio::time::timeout_at(first_byte_by, fut).await {
         Err(_) => return Err(silent("no response headers before the first-byte timeout")),
@@ -62,17 +83,13 @@ pub async fn send(
 fn build(
     dep: &DeploymentRt,
     key: Option<&ProviderKey>,
-    stream: bool,
+    url: &Uri,
+    accept: &'static str,
     body: Bytes,
     call: &CallInfo,
 ) -> Result<Request<Bytes>, GatewayError> {
     let provider = &dep.provider;
     let adapter = provider.adapter;
-    let (url, accept) = if stream {
-        (&dep.endpoint.stream_url, "text/event-stream")
-    } else {
-        (&dep.endpoint.url, "application/json")
-    };
     // Built in place: the request builder moves its parts through a chain
     // of closures, a measurable copy on every request.
     let mut req = Request::new(body);
