@@ -205,7 +205,12 @@ mod tests {
         for m in ["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-5", "o3-mini", "o1"] {
             assert_eq!(Vocab::for_model(m), Vocab::O200k, "{m}");
         }
-        for m in ["gpt-4", "gpt-4-turbo", "gpt-3.5-turbo", "text-embedding-3-small"] {
+        for m in [
+            "gpt-4",
+            "gpt-4-turbo",
+            "gpt-3.5-turbo",
+            "text-embedding-3-small",
+        ] {
             assert_eq!(Vocab::for_model(m), Vocab::Cl100k, "{m}");
         }
         for m in ["deepseek-chat", "claude-sonnet-4", "gemini-2.5-flash"] {

@@ -79,12 +79,19 @@ async fn anthropic_forwards_the_body_with_model_replaced() {
 
     let sent = &h.mock.requests()[0];
     assert_eq!(sent.path_and_query, "/v1/messages/count_tokens");
-    assert_eq!(sent.header("anthropic-beta"), Some("token-counting-2024-11-01"));
+    assert_eq!(
+        sent.header("anthropic-beta"),
+        Some("token-counting-2024-11-01")
+    );
     assert_eq!(sent.header("x-api-key"), Some("sk-test-secret-value-1234"));
     assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
     let mut expected = fixture_request();
     expected["model"] = json!("claude-sonnet-4-5");
-    assert_eq!(sent.json.as_ref().unwrap(), &expected, "forwarded as it came");
+    assert_eq!(
+        sent.json.as_ref().unwrap(),
+        &expected,
+        "forwarded as it came"
+    );
 
     let d = h.decision(0).await;
     assert_eq!(d["selected"], "an/claude");
@@ -114,10 +121,7 @@ async fn gemini_counts_the_whole_generate_content_request() {
     );
     let g = &sent.json.as_ref().unwrap()["generateContentRequest"];
     assert_eq!(g["model"], "models/gemini-2.5-flash");
-    assert_eq!(
-        g["systemInstruction"]["parts"][0]["text"],
-        "You are terse."
-    );
+    assert_eq!(g["systemInstruction"]["parts"][0]["text"], "You are terse.");
     assert_eq!(
         g["tools"][0]["functionDeclarations"][0]["name"],
         "get_weather"
@@ -132,9 +136,7 @@ async fn gemini_counts_the_whole_generate_content_request() {
 #[tokio::test]
 async fn openai_is_counted_locally_with_tiktoken() {
     let h = common::start(CONFIG).await;
-    let msg = |model: &str, text: &str| {
-        json!({"model": model, "messages": [{"role": "user", "content": text}]})
-    };
+    let msg = |model: &str, text: &str| json!({"model": model, "messages": [{"role": "user", "content": text}]});
     let n = |v: Value| v["input_tokens"].as_u64().unwrap();
     // "hello world" is 2 tokens in o200k_base ([24912, 2375]); the message
     // adds 3 + 1 ("user") and the reply priming 3.
@@ -208,8 +210,9 @@ async fn an_upstream_5xx_or_silence_falls_back_a_4xx_is_the_clients() {
 
     // The upstream's 400 is the client's answer: no fallback.
     h.mock.clear_requests();
-    h.mock
-        .script(vec![Behavior::fixture("anthropic/error_400_invalid_request")]);
+    h.mock.script(vec![Behavior::fixture(
+        "anthropic/error_400_invalid_request",
+    )]);
     let r = count(&h, &body, None).await;
     assert_eq!(r.status(), 400);
     let e: Value = r.json().await.unwrap();

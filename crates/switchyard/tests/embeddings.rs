@@ -62,9 +62,7 @@ fn vectors(v: &Value) -> Vec<Vec<f32>> {
         .map(|d| match &d["embedding"] {
             Value::Array(a) => a.iter().map(|x| x.as_f64().unwrap() as f32).collect(),
             Value::String(s) => {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(s)
-                    .unwrap();
+                let bytes = base64::engine::general_purpose::STANDARD.decode(s).unwrap();
                 assert_eq!(bytes.len() % 4, 0);
                 bytes
                     .chunks(4)
@@ -103,7 +101,10 @@ async fn openai_float_and_base64_pass_through() {
     assert_eq!(float["object"], "list");
     assert_eq!(float["model"], "text-embedding-3-small");
     assert_eq!(indexes(&float), [0, 1]);
-    assert_eq!(float["usage"], json!({"prompt_tokens": 2, "total_tokens": 2}));
+    assert_eq!(
+        float["usage"],
+        json!({"prompt_tokens": 2, "total_tokens": 2})
+    );
     let fv = vectors(&float);
     assert_eq!((fv.len(), fv[0].len()), (2, 16));
     assert_ne!(fv[0], fv[1]);
@@ -165,7 +166,10 @@ async fn gemini_batch_maps_back_to_the_openai_list() {
     assert_eq!(float["model"], "gemini-embedding-001");
     assert_eq!(float["data"][0]["object"], "embedding");
     assert_eq!(indexes(&float), [0, 1, 2]);
-    assert_eq!(float["usage"], json!({"prompt_tokens": 0, "total_tokens": 0}));
+    assert_eq!(
+        float["usage"],
+        json!({"prompt_tokens": 0, "total_tokens": 0})
+    );
     assert_eq!(vectors(&float), reference, "same vectors, in input order");
 
     let sent = &h.mock.requests()[0];
@@ -209,7 +213,11 @@ async fn gemini_batch_maps_back_to_the_openai_list() {
 #[tokio::test]
 async fn azure_names_the_deployment_in_the_url() {
     let h = common::start(CONFIG).await;
-    let r = embed(&h, json!({"model": "az/embed", "input": [[1, 2, 3], [4, 5]]})).await;
+    let r = embed(
+        &h,
+        json!({"model": "az/embed", "input": [[1, 2, 3], [4, 5]]}),
+    )
+    .await;
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(indexes(&v), [0, 1]);
@@ -231,7 +239,8 @@ async fn azure_names_the_deployment_in_the_url() {
 #[tokio::test]
 async fn a_failing_deployment_falls_back_to_the_next() {
     let h = common::start(CONFIG).await;
-    h.mock.script(vec![Behavior::fixture("openai/error_503_overloaded")]);
+    h.mock
+        .script(vec![Behavior::fixture("openai/error_503_overloaded")]);
     let r = embed(&h, json!({"model": "fallback", "input": "hello"})).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "x-switchyard-deployment"), "gm/embed");
@@ -266,7 +275,10 @@ async fn a_failing_deployment_falls_back_to_the_next() {
     let r = embed(&h, json!({"model": "fallback", "input": "hello"})).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "x-switchyard-deployment"), "gm/embed");
-    assert_eq!(header(&r, "x-switchyard-fallback-reason"), "connection_error");
+    assert_eq!(
+        header(&r, "x-switchyard-fallback-reason"),
+        "connection_error"
+    );
 }
 
 #[tokio::test]
@@ -307,7 +319,12 @@ async fn only_deployments_that_declare_embeddings_are_candidates() {
 async fn errors_use_the_openai_envelope() {
     let h = common::start(CONFIG).await;
     let cases = [
-        (json!({"model": "embed"}), 400, "invalid_request", Some("input")),
+        (
+            json!({"model": "embed"}),
+            400,
+            "invalid_request",
+            Some("input"),
+        ),
         (json!({"input": "x"}), 400, "invalid_request", Some("model")),
         (
             json!({"model": "embed", "input": "x", "encoding_format": "int8"}),
@@ -343,9 +360,8 @@ async fn errors_use_the_openai_envelope() {
 
 #[tokio::test]
 async fn clients_authenticate_and_are_authorized_as_for_chat() {
-    let yaml = format!(
-        "{CONFIG}\nclients:\n  - {{ id: app, key_env: CLIENT_KEY, routes: [gembed] }}\n"
-    );
+    let yaml =
+        format!("{CONFIG}\nclients:\n  - {{ id: app, key_env: CLIENT_KEY, routes: [gembed] }}\n");
     let h = common::start(&yaml).await;
     let post = |model: &'static str, key: Option<&'static str>| {
         let mut r = reqwest::Client::new()
@@ -358,10 +374,16 @@ async fn clients_authenticate_and_are_authorized_as_for_chat() {
     };
     let r = post("gembed", None).await.unwrap();
     assert_eq!(r.status(), 401);
-    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "auth_failed");
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["code"],
+        "auth_failed"
+    );
     let r = post("embed", Some("client-secret")).await.unwrap();
     assert_eq!(r.status(), 403);
-    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "forbidden");
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["code"],
+        "forbidden"
+    );
     let r = post("gembed", Some("client-secret")).await.unwrap();
     assert_eq!(r.status(), 200);
 }

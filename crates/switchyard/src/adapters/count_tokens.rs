@@ -27,7 +27,10 @@ pub fn is_local(dep: &DeploymentRt) -> bool {
 
 /// The local count, as the answer.
 pub fn local(dep: &DeploymentRt, ir: &ChatRequest) -> JsonAnswer {
-    answer(crate::tokenize::count_chat(ir, &dep.cfg.model), &dep.cfg.model)
+    answer(
+        crate::tokenize::count_chat(ir, &dep.cfg.model),
+        &dep.cfg.model,
+    )
 }
 
 fn answer(n: u64, model: &str) -> JsonAnswer {

@@ -149,8 +149,10 @@ mod tests {
         let r = decode(r#"{"model":"e","input":"hi"}"#).unwrap();
         assert_eq!(r.inputs, [EmbedInput::Text("hi".into())]);
         assert!(!r.base64);
-        let r = decode(r#"{"model":"e","input":["a","bcde"],"encoding_format":"base64","dimensions":8}"#)
-            .unwrap();
+        let r = decode(
+            r#"{"model":"e","input":["a","bcde"],"encoding_format":"base64","dimensions":8}"#,
+        )
+        .unwrap();
         assert_eq!(r.inputs.len(), 2);
         assert!(r.base64);
         assert_eq!(r.dimensions, Some(8));
@@ -169,9 +171,15 @@ mod tests {
             (r#"{"model":"e","input":[]}"#, "input"),
             (r#"{"model":"e","input":[""]}"#, "input"),
             (r#"{"model":"e","input":{"a":1}}"#, "input"),
-            (r#"{"model":"e","input":"x","encoding_format":"int8"}"#, "encoding_format"),
+            (
+                r#"{"model":"e","input":"x","encoding_format":"int8"}"#,
+                "encoding_format",
+            ),
             (r#"{"model":"e","input":"x","dimensions":0}"#, "dimensions"),
-            (r#"{"model":"e","input":"x","dimensions":"8"}"#, "dimensions"),
+            (
+                r#"{"model":"e","input":"x","dimensions":"8"}"#,
+                "dimensions",
+            ),
         ] {
             let e = decode(body).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param), "{body}");

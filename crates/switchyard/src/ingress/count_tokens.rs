@@ -31,8 +31,7 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
         ctx.client = client.map(|c| c.id.clone());
         let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
         let text = super::body::utf8(&bytes)?;
-        let fields =
-            passthrough::parse_object(text).map_err(|m| GatewayError::invalid(None, m))?;
+        let fields = passthrough::parse_object(text).map_err(|m| GatewayError::invalid(None, m))?;
         let ir = an::decode_count_fields(&fields)
             .map_err(|e| GatewayError::invalid(e.param, e.message))?;
         let inbound = Inbound::Anthropic { fields, ir };
@@ -53,8 +52,7 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
             anthropic_beta: pipeline::anthropic_beta(&headers),
         };
         let served =
-            pipeline::execute(&planned.plan, Op::CountTokens(&inbound), &call, 0, &mut ctx)
-                .await?;
+            pipeline::execute(&planned.plan, Op::CountTokens(&inbound), &call, 0, &mut ctx).await?;
         ctx.selected = Some(served.dep.name.clone());
         ctx.fallback_reason = served.fallback_reason;
         Ok(served)

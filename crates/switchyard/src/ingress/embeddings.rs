@@ -48,9 +48,14 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
                 .map(|d| Instant::now() + d),
             anthropic_beta: None,
         };
-        let served =
-            pipeline::execute(&planned.plan, Op::Embeddings(&req), &call, estimate, &mut ctx)
-                .await?;
+        let served = pipeline::execute(
+            &planned.plan,
+            Op::Embeddings(&req),
+            &call,
+            estimate,
+            &mut ctx,
+        )
+        .await?;
         ctx.selected = Some(served.dep.name.clone());
         ctx.fallback_reason = served.fallback_reason;
         Ok(served)

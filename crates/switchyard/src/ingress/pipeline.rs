@@ -175,7 +175,10 @@ pub(crate) async fn execute(
 ) -> Result<Served, GatewayError> {
     match reliability::execute_op(plan, op, call, estimate, ctx).await {
         Ok(s) => Ok(s),
-        Err(e) if call.deadline.is_some_and(|d| Instant::now() >= d) && e.code != ErrorCode::Timeout => {
+        Err(e)
+            if call.deadline.is_some_and(|d| Instant::now() >= d)
+                && e.code != ErrorCode::Timeout =>
+        {
             Err(GatewayError::upstream(
                 ErrorCode::Timeout,
                 format!("the route's deadline passed: {}", e.message),
@@ -215,12 +218,10 @@ fn client_limits(
     let Some(limits) = live.registry.client(&c.id) else {
         return Ok(None);
     };
-    match limits.counter.check(
-        Instant::now(),
-        limits.rpm,
-        limits.tpm,
-        estimate,
-    ) {
+    match limits
+        .counter
+        .check(Instant::now(), limits.rpm, limits.tpm, estimate)
+    {
         Ok(r) => Ok(Some(r)),
         Err(rejection) => {
             ctx.client_rejected = true;

@@ -207,5 +207,8 @@ fn embeddings_are_refused_on_anthropic() {
     let (line, col, path, msg) = &all[0];
     assert_eq!((*line, *col), (5, 52), "{path}");
     assert!(path.starts_with("models[0].capabilities"), "{path}");
-    assert!(msg.contains("not supported on `protocol: anthropic`"), "{msg}");
+    assert!(
+        msg.contains("not supported on `protocol: anthropic`"),
+        "{msg}"
+    );
 }
