@@ -20,7 +20,6 @@ pub mod resume;
 pub mod retry;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -57,11 +56,23 @@ impl Op<'_, '_> {
     /// Answered here without an upstream call (a token count on a
     /// deployment whose upstream has no counter): no circuit, limits or
     /// health stats are involved.
-    fn local(&self, dep: &DeploymentRt) -> Option<Answer> {
+    async fn local(&self, dep: &Arc<DeploymentRt>) -> Option<Result<Answer, GatewayError>> {
         match self {
-            Op::CountTokens(inbound) if adapters::count_tokens::is_local(dep) => Some(
-                Answer::Json(adapters::count_tokens::local(dep, inbound.ir())),
-            ),
+            Op::CountTokens(inbound) if adapters::count_tokens::is_local(dep) => {
+                // Tokenizing is CPU work (~0.1 µs a byte, plus the
+                // vocabulary's one-time load): off the async workers.
+                let (dep, ir) = (dep.clone(), inbound.ir().clone());
+                let counted =
+                    tokio::task::spawn_blocking(move || adapters::count_tokens::local(&dep, &ir))
+                        .await;
+                Some(counted.map(Answer::Json).map_err(|e| {
+                    GatewayError::new(
+                        ErrorCode::UpstreamError,
+                        Source::Gateway,
+                        format!("local token count failed: {e}"),
+                    )
+                }))
+            }
             _ => None,
         }
     }
@@ -114,14 +125,25 @@ pub async fn execute_op(
         if min_window.is_some_and(|w| cand.dep.cfg.context_window.is_none_or(|cw| cw <= w)) {
             continue;
         }
-        if let Some(answer) = op.local(&cand.dep) {
+        let started = Instant::now();
+        if let Some(answer) = op.local(&cand.dep).await {
             let dep = &cand.dep;
-            ctx.attempts.push(AttemptLog::ok(
-                &dep.name,
-                &dep.provider.name,
-                Duration::ZERO,
-                Duration::ZERO,
-            ));
+            let answer = match answer {
+                Ok(a) => a,
+                Err(e) => {
+                    ctx.attempts.push(AttemptLog::failed(
+                        &dep.name,
+                        &dep.provider.name,
+                        &e,
+                        started.elapsed(),
+                    ));
+                    errors.push(e);
+                    continue;
+                }
+            };
+            let took = started.elapsed();
+            ctx.attempts
+                .push(AttemptLog::ok(&dep.name, &dep.provider.name, took, took));
             return Ok(Served {
                 answer,
                 dep: dep.clone(),
