@@ -56,24 +56,33 @@ impl Op<'_, '_> {
     /// Answered here without an upstream call (a token count on a
     /// deployment whose upstream has no counter): no circuit, limits or
     /// health stats are involved.
-    async fn local(&self, dep: &Arc<DeploymentRt>) -> Option<Result<Answer, GatewayError>> {
+    fn is_local(&self, dep: &DeploymentRt) -> bool {
+        matches!(self, Op::CountTokens(_)) && adapters::count_tokens::is_local(dep)
+    }
+
+    /// The local answer ([`Op::is_local`] ops only).
+    async fn local(&self, dep: &Arc<DeploymentRt>) -> Result<Answer, GatewayError> {
         match self {
-            Op::CountTokens(inbound) if adapters::count_tokens::is_local(dep) => {
+            Op::CountTokens(inbound) => {
                 // Tokenizing is CPU work (~0.1 µs a byte, plus the
                 // vocabulary's one-time load): off the async workers.
                 let (dep, ir) = (dep.clone(), inbound.ir().clone());
                 let counted =
                     tokio::task::spawn_blocking(move || adapters::count_tokens::local(&dep, &ir))
                         .await;
-                Some(counted.map(Answer::Json).map_err(|e| {
+                counted.map(Answer::Json).map_err(|e| {
                     GatewayError::new(
                         ErrorCode::UpstreamError,
                         Source::Gateway,
                         format!("local token count failed: {e}"),
                     )
-                }))
+                })
             }
-            _ => None,
+            _ => Err(GatewayError::new(
+                ErrorCode::UpstreamError,
+                Source::Gateway,
+                "no local answer for this request",
+            )),
         }
     }
 
@@ -125,10 +134,10 @@ pub async fn execute_op(
         if min_window.is_some_and(|w| cand.dep.cfg.context_window.is_none_or(|cw| cw <= w)) {
             continue;
         }
-        let started = Instant::now();
-        if let Some(answer) = op.local(&cand.dep).await {
+        if op.is_local(&cand.dep) {
             let dep = &cand.dep;
-            let answer = match answer {
+            let started = Instant::now();
+            let answer = match op.local(dep).await {
                 Ok(a) => a,
                 Err(e) => {
                     ctx.attempts.push(AttemptLog::failed(
