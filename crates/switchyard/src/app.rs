@@ -68,6 +68,11 @@ pub fn client_router(app: App) -> Router {
             "/v1/responses/{id}",
             get(ingress::responses::retrieve).delete(ingress::responses::delete),
         )
+        .route(
+            "/v1/messages/count_tokens",
+            post(ingress::count_tokens::count_tokens),
+        )
+        .route("/v1/embeddings", post(ingress::embeddings::embeddings))
         .route("/v1/models", get(ingress::models::list))
         .route("/v1/models/{id}", get(ingress::models::retrieve))
         .route("/", axum::routing::head(ingress::unknown::head_root))

@@ -30,3 +30,4 @@ pub mod names;
 pub mod observe;
 pub mod server;
 pub mod state;
+pub mod tokenize;

@@ -24,7 +24,9 @@ mod tools_out;
 mod wire;
 
 pub use crate::openai::FieldError;
-pub use request_in::{decode_fields, decode_request, peek_request, RequestPeek};
+pub use request_in::{
+    decode_count_fields, decode_fields, decode_request, peek_request, RequestPeek,
+};
 pub use request_out::{encode_request, Encoded, Target, DEFAULT_MAX_TOKENS, JSON_TOOL_NAME};
 pub use response::{decode_response, encode_response, parse_error};
 pub use stream_in::{PushError, StreamError, StreamTranslator};

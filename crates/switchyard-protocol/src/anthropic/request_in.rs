@@ -74,6 +74,19 @@ pub fn decode_request(body: &str) -> Result<ir::ChatRequest, FieldError> {
 /// [`decode_request`] on a body already split into its top-level fields
 /// (the front door keeps them for the passthrough: one parse, not two).
 pub fn decode_fields(fields: &Fields<'_>) -> Result<ir::ChatRequest, FieldError> {
+    decode_fields_with(fields, true)
+}
+
+/// A `/v1/messages/count_tokens` body: a Messages request without
+/// `max_tokens` (one is accepted and kept if sent).
+pub fn decode_count_fields(fields: &Fields<'_>) -> Result<ir::ChatRequest, FieldError> {
+    decode_fields_with(fields, false)
+}
+
+fn decode_fields_with(
+    fields: &Fields<'_>,
+    require_max_tokens: bool,
+) -> Result<ir::ChatRequest, FieldError> {
     let mut req = ir::ChatRequest::default();
     let (mut saw_max, mut saw_messages) = (false, false);
     let mut tool_choice: Option<&RawValue> = None;
@@ -123,7 +136,7 @@ pub fn decode_fields(fields: &Fields<'_>) -> Result<ir::ChatRequest, FieldError>
     if req.model.is_empty() {
         return Err(err("model", "`model` is required"));
     }
-    if !saw_max {
+    if require_max_tokens && !saw_max {
         return Err(err("max_tokens", "`max_tokens` is required"));
     }
     if !saw_messages {

@@ -13,10 +13,37 @@ pub struct Endpoint {
     pub stream_url: Uri,
     /// The upstream's own Responses API (OpenAI and Azure only).
     pub responses_url: Option<Uri>,
+    /// `POST /v1/embeddings` goes here (OpenAI, Azure: `/embeddings`
+    /// beside `/chat/completions`; Gemini: `:batchEmbedContents`); `None`
+    /// where the protocol has no embeddings API (Anthropic).
+    pub embeddings_url: Option<Uri>,
+    /// The upstream's own token counter (Anthropic
+    /// `/v1/messages/count_tokens`, Gemini `:countTokens`); `None` where
+    /// tokens are counted locally (OpenAI, Azure).
+    pub count_tokens_url: Option<Uri>,
 }
 
 pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoint, String> {
     let base = &p.base_url;
+    let (embeddings_url, count_tokens_url) = match adapter {
+        Adapter::OpenAi => (Some(format!("{base}/embeddings")), None),
+        Adapter::Azure => {
+            let version = p.api_version.as_deref().unwrap_or("2024-10-21");
+            let u = format!(
+                "{base}/openai/deployments/{}/embeddings?api-version={version}",
+                d.model
+            );
+            (Some(u), None)
+        }
+        Adapter::Anthropic => (None, Some(format!("{base}/v1/messages/count_tokens"))),
+        Adapter::Gemini => (
+            Some(format!(
+                "{base}/v1beta/models/{}:batchEmbedContents",
+                d.model
+            )),
+            Some(format!("{base}/v1beta/models/{}:countTokens", d.model)),
+        ),
+    };
     let (url, stream_url) = match adapter {
         Adapter::OpenAi => {
             let u = format!("{base}/chat/completions");
@@ -55,6 +82,8 @@ pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoi
         url: parse(url)?,
         stream_url: parse(stream_url)?,
         responses_url: responses_url.map(parse).transpose()?,
+        embeddings_url: embeddings_url.map(parse).transpose()?,
+        count_tokens_url: count_tokens_url.map(parse).transpose()?,
     })
 }
 

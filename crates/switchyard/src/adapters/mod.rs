@@ -12,6 +12,8 @@
 pub mod anthropic;
 pub mod body;
 pub mod convert;
+pub mod count_tokens;
+pub mod embeddings;
 pub mod endpoint;
 pub mod errors;
 pub mod gemini;

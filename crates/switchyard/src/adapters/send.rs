@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderName, HeaderValue, Method, Request, Response};
+use http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
 use tokio::time::Instant;
 
 use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
@@ -35,8 +35,34 @@ pub async fn send(
     first_byte_by: Instant,
     total_by: Instant,
 ) -> Result<Response<UpstreamBody>, GatewayError> {
+    let url = match (shape.responses_api, &dep.endpoint.responses_url) {
+        (true, Some(u)) => u,
+        _ if shape.stream => &dep.endpoint.stream_url,
+        _ => &dep.endpoint.url,
+    };
+    let accept = if shape.stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    send_to(dep, key, url, accept, body, call, first_byte_by, total_by).await
+}
+
+/// [`send`] to one of the deployment's other URLs (embeddings, token
+/// counting): the same auth, headers, timeouts and error classification.
+#[expect(clippy::too_many_arguments, reason = "one call per attempt kind")]
+pub async fn send_to(
+    dep: &DeploymentRt,
+    key: Option<&ProviderKey>,
+    url: &Uri,
+    accept: &'static str,
+    body: Vec<u8>,
+    call: &CallInfo,
+    first_byte_by: Instant,
+    total_by: Instant,
+) -> Result<Response<UpstreamBody>, GatewayError> {
     let provider = &dep.provider;
-    let req = build(dep, key, shape, Bytes::from(body), call)?;
+    let req = build(dep, key, url, accept, Bytes::from(body), call)?;
     let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req);
     let resp = match tokio::time::timeout_at(first_byte_by, fut).await {
         Err(_) => return Err(silent("no response headers before the first-byte timeout")),
@@ -70,26 +96,13 @@ pub async fn send(
 fn build(
     dep: &DeploymentRt,
     key: Option<&ProviderKey>,
-    shape: Shape,
+    url: &Uri,
+    accept: &'static str,
     body: Bytes,
     call: &CallInfo,
 ) -> Result<Request<Bytes>, GatewayError> {
-    let Shape {
-        stream,
-        responses_api,
-    } = shape;
     let provider = &dep.provider;
     let adapter = provider.adapter;
-    let url = match (responses_api, &dep.endpoint.responses_url) {
-        (true, Some(u)) => u,
-        _ if stream => &dep.endpoint.stream_url,
-        _ => &dep.endpoint.url,
-    };
-    let accept = if stream {
-        "text/event-stream"
-    } else {
-        "application/json"
-    };
     // Built in place: the request builder moves its parts through a chain
     // of closures, a measurable copy on every request.
     let mut req = Request::new(body);

@@ -19,6 +19,10 @@ pub(crate) const MESSAGE_CHARS: usize = 16;
 pub struct Facts {
     /// Capabilities the request itself implies (tools, images, JSON schema, streaming).
     pub needs: Capabilities,
+    /// Capabilities a deployment must declare itself to be a candidate at
+    /// all (`embeddings`): unlike `needs`, a deployment that declares no
+    /// capabilities is not exempt. Empty for chat.
+    pub must_declare: Capabilities,
     /// Estimated prompt tokens (≈ 4 characters a token, plus per-message overhead).
     pub prompt_tokens: u64,
     /// Output tokens asked for (`max_tokens`), if any.

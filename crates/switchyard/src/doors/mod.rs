@@ -11,6 +11,7 @@
 //! exhaustive, so the compiler lists what it must learn.
 
 pub mod anthropic_messages;
+pub mod embeddings;
 pub mod facts;
 pub mod openai_chat;
 pub mod responses;

@@ -6,7 +6,9 @@
 pub mod anthropic;
 pub mod auth;
 pub mod body;
+pub mod count_tokens;
 pub mod degraded;
+pub mod embeddings;
 pub mod models;
 pub mod openai;
 pub mod pipeline;

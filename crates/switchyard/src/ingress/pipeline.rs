@@ -68,34 +68,9 @@ pub async fn run(
     let model = inbound.model();
     ctx.model = Some(model.to_owned());
     ctx.stream = inbound.stream();
-    let target = live.resolve(model).ok_or_else(|| {
-        GatewayError::client(
-            ErrorCode::ModelNotFound,
-            format!("unknown model `{model}`: GET /v1/models lists the routes and deployments you can use"),
-        )
-    })?;
-    super::auth::authorize(client, model, &target)?;
     let facts = Facts::read(inbound, headers, &live.config.task_rules);
-    let _client_reservation = client_limits(live, client, &facts, ctx)?;
-    let plan = route::plan(live, &target, &facts, Instant::now())?;
-    ctx.route = plan.route.clone();
-    ctx.decision_reason = Some(plan.reason);
-    ctx.skipped = plan.skipped.clone();
-    ctx.task = facts.task.clone();
-    ctx.candidates = plan
-        .candidates
-        .iter()
-        .map(|c| CandidateLog {
-            deployment: c.dep.name.clone(),
-            role: c.role,
-            score: c.score,
-            parts: c.parts.clone(),
-        })
-        .collect();
-    let route = match &target {
-        Target::Route(r) => Some(*r),
-        Target::Deployment(_) => None,
-    };
+    let planned = prepare(live, client, model, &facts, facts.estimated_total(), ctx)?;
+    let (plan, route) = (&planned.plan, planned.route);
     let started = Instant::now();
     let call = CallInfo {
         traceparent: headers.get(&crate::names::TRACEPARENT).cloned(),
@@ -105,21 +80,14 @@ pub async fn run(
             Door::OpenAiChat | Door::Responses => None,
         },
     };
-    let served =
-        match reliability::execute(&plan, inbound, &call, facts.estimated_total(), ctx).await {
-            Ok(s) => s,
-            // A deadline that ran out is the contract's 504 `timeout`.
-            Err(e)
-                if call.deadline.is_some_and(|d| Instant::now() >= d)
-                    && e.code != ErrorCode::Timeout =>
-            {
-                return Err(GatewayError::upstream(
-                    ErrorCode::Timeout,
-                    format!("the route's deadline passed: {}", e.message),
-                ));
-            }
-            Err(e) => return Err(e),
-        };
+    let served = execute(
+        plan,
+        reliability::Op::Chat(inbound),
+        &call,
+        facts.estimated_total(),
+        ctx,
+    )
+    .await?;
     if let (Some(r), Some(session)) = (route.filter(|r| r.sticky), &facts.session) {
         route::sticky::remember(live, r, session, &served.dep.cfg.id, Instant::now());
     }
@@ -155,8 +123,84 @@ pub async fn run(
     })
 }
 
+/// A request's plan, made under the client's own limits.
+pub(crate) struct Planned<'l> {
+    pub plan: route::Plan,
+    pub route: Option<&'l crate::config::Route>,
+    /// The client's rpm/tpm reservation, held while the request is served.
+    _client_reservation: Option<crate::reliability::limits::Reservation>,
+}
+
+/// Resolve `model`, authorize the client for it, take the client's own
+/// rpm/tpm (`estimate` tokens), and plan the candidates (logged in `ctx`).
+pub(crate) fn prepare<'l>(
+    live: &'l Live,
+    client: Option<&Client>,
+    model: &str,
+    facts: &Facts,
+    estimate: u64,
+    ctx: &mut RequestCtx,
+) -> Result<Planned<'l>, GatewayError> {
+    let target = live.resolve(model).ok_or_else(|| {
+        GatewayError::client(
+            ErrorCode::ModelNotFound,
+            format!("unknown model `{model}`: GET /v1/models lists the routes and deployments you can use"),
+        )
+    })?;
+    super::auth::authorize(client, model, &target)?;
+    let client_reservation = client_limits(live, client, estimate, ctx)?;
+    let plan = route::plan(live, &target, facts, Instant::now())?;
+    ctx.route = plan.route.clone();
+    ctx.decision_reason = Some(plan.reason);
+    ctx.skipped = plan.skipped.clone();
+    ctx.task = facts.task.clone();
+    ctx.candidates = plan
+        .candidates
+        .iter()
+        .map(|c| CandidateLog {
+            deployment: c.dep.name.clone(),
+            role: c.role,
+            score: c.score,
+            parts: c.parts.clone(),
+        })
+        .collect();
+    let route = match target {
+        Target::Route(r) => Some(r),
+        Target::Deployment(_) => None,
+    };
+    Ok(Planned {
+        plan,
+        route,
+        _client_reservation: client_reservation,
+    })
+}
+
+/// `reliability::execute_op`, with a route deadline that ran out reported
+/// as the contract's 504 `timeout`.
+pub(crate) async fn execute(
+    plan: &route::Plan,
+    op: reliability::Op<'_, '_>,
+    call: &CallInfo,
+    estimate: u64,
+    ctx: &mut RequestCtx,
+) -> Result<Served, GatewayError> {
+    match reliability::execute_op(plan, op, call, estimate, ctx).await {
+        Ok(s) => Ok(s),
+        Err(e)
+            if call.deadline.is_some_and(|d| Instant::now() >= d)
+                && e.code != ErrorCode::Timeout =>
+        {
+            Err(GatewayError::upstream(
+                ErrorCode::Timeout,
+                format!("the route's deadline passed: {}", e.message),
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Every `anthropic-beta` value the client sent, as one comma-separated value.
-fn anthropic_beta(headers: &HeaderMap) -> Option<http::HeaderValue> {
+pub(crate) fn anthropic_beta(headers: &HeaderMap) -> Option<http::HeaderValue> {
     let mut values = headers.get_all(&crate::names::ANTHROPIC_BETA).iter();
     let first = values.next()?;
     let rest: Vec<&http::HeaderValue> = values.collect();
@@ -176,7 +220,7 @@ fn anthropic_beta(headers: &HeaderMap) -> Option<http::HeaderValue> {
 fn client_limits(
     live: &Live,
     client: Option<&Client>,
-    facts: &Facts,
+    estimate: u64,
     ctx: &mut RequestCtx,
 ) -> Result<Option<crate::reliability::limits::Reservation>, GatewayError> {
     let Some(c) = client.filter(|c| c.rpm.is_some() || c.tpm.is_some()) else {
@@ -185,12 +229,10 @@ fn client_limits(
     let Some(limits) = live.registry.client(&c.id) else {
         return Ok(None);
     };
-    match limits.counter.check(
-        Instant::now(),
-        limits.rpm,
-        limits.tpm,
-        facts.estimated_total(),
-    ) {
+    match limits
+        .counter
+        .check(Instant::now(), limits.rpm, limits.tpm, estimate)
+    {
         Ok(r) => Ok(Some(r)),
         Err(rejection) => {
             ctx.client_rejected = true;
@@ -201,33 +243,80 @@ fn client_limits(
 
 /// The answer, with the gateway's headers; the decision log is written when
 /// the reply (or the stream) ends.
-pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
+pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
     let Ready {
         served,
         limits,
         resume,
     } = ready;
-    let dep = &served.dep.cfg;
+    let Served {
+        answer,
+        dep,
+        attempts,
+        fallback_reason,
+    } = served;
     let dropped = (!ctx.dropped_tools.is_empty()).then(|| ctx.dropped_tools.join(","));
-    let mut headers = ServedHeaders {
+    let headers = ServedHeaders {
         request_id: rid,
-        deployment: &dep.id,
-        attempts: served.attempts,
+        deployment: &dep.cfg.id,
+        attempts,
         cache: "off",
         cost_usd: None,
-        fallback_reason: served.fallback_reason,
+        fallback_reason,
         dropped_tools: dropped.as_deref(),
     };
-    match served.answer {
-        Answer::Json(j) => {
-            ctx.set_usage(&j.usage, dep.pricing.as_ref());
-            headers.cost_usd = ctx.cost_usd;
-            let resp = respond::json(j.body, &headers);
-            ctx.finish(200, None);
-            resp
-        }
-        Answer::Stream(s) => sse_out::stream(s, served.dep.clone(), resume, ctx, limits, &headers),
+    match answer {
+        Answer::Json(j) => whole(j, &dep.cfg, headers, ctx),
+        Answer::Stream(s) => sse_out::stream(s, dep.clone(), resume, ctx, limits, &headers),
     }
+}
+
+/// A whole JSON answer (embeddings, token counts: never a stream), its
+/// usage priced and logged.
+pub(crate) fn deliver_json(served: Served, ctx: RequestCtx, rid: &str, door: Door) -> Response {
+    let Served {
+        answer,
+        dep,
+        attempts,
+        fallback_reason,
+    } = served;
+    let headers = ServedHeaders {
+        request_id: rid,
+        deployment: &dep.cfg.id,
+        attempts,
+        cache: "off",
+        cost_usd: None,
+        fallback_reason,
+        dropped_tools: None,
+    };
+    match answer {
+        Answer::Json(j) => whole(j, &dep.cfg, headers, ctx),
+        Answer::Stream(_) => {
+            let e = GatewayError::upstream(ErrorCode::UpstreamError, "unexpected stream");
+            fail_plain(door, &e, ctx, rid)
+        }
+    }
+}
+
+fn whole(
+    j: crate::adapters::JsonAnswer,
+    dep: &crate::config::Deployment,
+    mut headers: ServedHeaders<'_>,
+    mut ctx: RequestCtx,
+) -> Response {
+    ctx.set_usage(&j.usage, dep.pricing.as_ref());
+    headers.cost_usd = ctx.cost_usd;
+    let resp = respond::json(j.body, &headers);
+    ctx.finish(200, None);
+    resp
+}
+
+/// The error in the door's envelope, never a degraded answer (for
+/// endpoints whose answer is not a chat message).
+pub(crate) fn fail_plain(door: Door, e: &GatewayError, mut ctx: RequestCtx, rid: &str) -> Response {
+    let resp = respond::error(door, e, rid);
+    ctx.finish(e.code.status().as_u16(), Some(e));
+    resp
 }
 
 /// A request that could not be served: the degraded answer when enabled and

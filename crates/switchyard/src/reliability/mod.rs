@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::adapters::{self, Answer, CallInfo, Inbound};
 use crate::config::{ContextOverflow, ProviderKey};
+use crate::doors::embeddings::EmbeddingsRequest;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::observe::ctx::{AttemptLog, RequestCtx};
 use crate::route::{Candidate, Plan};
@@ -39,9 +40,82 @@ pub struct Served {
     pub fallback_reason: Option<&'static str>,
 }
 
+/// What one attempt does: the walk over candidates, retries, circuits and
+/// limits is the same for each.
+#[derive(Clone, Copy)]
+pub enum Op<'r, 'b> {
+    /// A chat completion (either door), stream or not.
+    Chat(&'r Inbound<'b>),
+    /// `POST /v1/embeddings`.
+    Embeddings(&'r EmbeddingsRequest<'b>),
+    /// `POST /v1/messages/count_tokens` (an Anthropic `Inbound`).
+    CountTokens(&'r Inbound<'b>),
+}
+
+impl Op<'_, '_> {
+    /// Answered here without an upstream call (a token count on a
+    /// deployment whose upstream has no counter): no circuit, limits or
+    /// health stats are involved.
+    fn is_local(&self, dep: &DeploymentRt) -> bool {
+        matches!(self, Op::CountTokens(_)) && adapters::count_tokens::is_local(dep)
+    }
+
+    /// The local answer ([`Op::is_local`] ops only).
+    async fn local(&self, dep: &Arc<DeploymentRt>) -> Result<Answer, GatewayError> {
+        match self {
+            Op::CountTokens(inbound) => {
+                // Tokenizing is CPU work (~0.1 µs a byte, plus the
+                // vocabulary's one-time load): off the async workers.
+                let (dep, ir) = (dep.clone(), inbound.ir().clone());
+                let counted =
+                    tokio::task::spawn_blocking(move || adapters::count_tokens::local(&dep, &ir))
+                        .await;
+                counted.map(Answer::Json).map_err(|e| {
+                    GatewayError::new(
+                        ErrorCode::UpstreamError,
+                        Source::Gateway,
+                        format!("local token count failed: {e}"),
+                    )
+                })
+            }
+            _ => Err(GatewayError::new(
+                ErrorCode::UpstreamError,
+                Source::Gateway,
+                "no local answer for this request",
+            )),
+        }
+    }
+
+    async fn send(
+        &self,
+        dep: &DeploymentRt,
+        key: Option<&ProviderKey>,
+        call: &CallInfo,
+    ) -> Result<Answer, GatewayError> {
+        match self {
+            Op::Chat(inbound) => adapters::chat(dep, key, inbound, call).await,
+            Op::Embeddings(req) => adapters::embeddings::embeddings(dep, key, req, call).await,
+            Op::CountTokens(inbound) => {
+                adapters::count_tokens::count_tokens(dep, key, inbound, call).await
+            }
+        }
+    }
+}
+
 pub async fn execute(
     plan: &Plan,
     inbound: &Inbound<'_>,
+    call: &CallInfo,
+    estimate: u64,
+    ctx: &mut RequestCtx,
+) -> Result<Served, GatewayError> {
+    execute_op(plan, Op::Chat(inbound), call, estimate, ctx).await
+}
+
+/// [`execute`] for any [`Op`].
+pub async fn execute_op(
+    plan: &Plan,
+    op: Op<'_, '_>,
     call: &CallInfo,
     estimate: u64,
     ctx: &mut RequestCtx,
@@ -60,7 +134,33 @@ pub async fn execute(
         if min_window.is_some_and(|w| cand.dep.cfg.context_window.is_none_or(|cw| cw <= w)) {
             continue;
         }
-        match on_deployment(cand, inbound, call, estimate, plan, ctx).await {
+        if op.is_local(&cand.dep) {
+            let dep = &cand.dep;
+            let started = Instant::now();
+            let answer = match op.local(dep).await {
+                Ok(a) => a,
+                Err(e) => {
+                    ctx.attempts.push(AttemptLog::failed(
+                        &dep.name,
+                        &dep.provider.name,
+                        &e,
+                        started.elapsed(),
+                    ));
+                    errors.push(e);
+                    continue;
+                }
+            };
+            let took = started.elapsed();
+            ctx.attempts
+                .push(AttemptLog::ok(&dep.name, &dep.provider.name, took, took));
+            return Ok(Served {
+                answer,
+                dep: dep.clone(),
+                attempts: ctx.attempts.len(),
+                fallback_reason: errors.first().map(fallback_reason).or(plan.passed_over),
+            });
+        }
+        match on_deployment(cand, op, call, estimate, plan, ctx).await {
             Ok(answer) => {
                 let attempts = ctx.attempts.len();
                 return Ok(Served {
@@ -111,7 +211,7 @@ fn fallback_reason(e: &GatewayError) -> &'static str {
 /// Every attempt on one deployment: keys, retries, circuit and limits.
 async fn on_deployment(
     cand: &Candidate,
-    inbound: &Inbound<'_>,
+    op: Op<'_, '_>,
     call: &CallInfo,
     estimate: u64,
     plan: &Plan,
@@ -134,7 +234,7 @@ async fn on_deployment(
                 return Err(e);
             }
         };
-        let result = attempt(dep, key, inbound, call, probe, ctx).await;
+        let result = attempt(dep, key, op, call, probe, ctx).await;
         let e = match result {
             Ok(answer) => return Ok(slot.serve(answer, estimate)),
             Err(e) => e,
@@ -279,13 +379,13 @@ impl Slot {
 pub(crate) async fn attempt(
     dep: &DeploymentRt,
     key: Option<&ProviderKey>,
-    inbound: &Inbound<'_>,
+    op: Op<'_, '_>,
     call: &CallInfo,
     probe: bool,
     ctx: &mut RequestCtx,
 ) -> Result<Answer, GatewayError> {
     let started = Instant::now();
-    let result = adapters::chat(dep, key, inbound, call).await;
+    let result = op.send(dep, key, call).await;
     let latency = started.elapsed();
     let st = &dep.state;
     if let Some(t) = st.observe(Instant::now(), result.as_ref().map(|_| ()), latency, probe) {

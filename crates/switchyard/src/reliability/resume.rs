@@ -103,7 +103,7 @@ impl Resume {
             slot.cancel();
             return None;
         };
-        match attempt(dep, key, inbound, &self.call, probe, ctx).await {
+        match attempt(dep, key, super::Op::Chat(inbound), &self.call, probe, ctx).await {
             Ok(answer) => match slot.serve(answer, self.estimate) {
                 Answer::Stream(s) => Some(s),
                 Answer::Json(_) => None,

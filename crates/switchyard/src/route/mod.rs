@@ -128,6 +128,10 @@ fn reason(s: Strategy) -> &'static str {
     }
 }
 
+/// Why a deployment that does not declare a capability the request's kind
+/// needs (`embeddings`) is left out.
+pub const NOT_DECLARED: &str = "capability_not_declared";
+
 /// Apply the hard constraints to one deployment.
 fn consider(
     p: &mut Plan,
@@ -140,7 +144,9 @@ fn consider(
     let caps = d.cfg.capabilities;
     // A deployment that declares no capabilities is not constrained by them.
     let declared = caps != Capabilities::default();
-    let why = if declared && !caps.contains_all(require) {
+    let why = if !caps.contains_all(facts.must_declare) {
+        Some(NOT_DECLARED)
+    } else if declared && !caps.contains_all(require) {
         Some("missing_required_capability")
     } else if declared && !caps.contains_all(facts.needs) {
         Some("cannot_serve_request")
@@ -205,6 +211,19 @@ fn finish(p: Plan, facts: &Facts) -> Result<Plan, GatewayError> {
             format!(
                 "the prompt (~{} tokens) does not fit any candidate's context window",
                 facts.prompt_tokens
+            ),
+        ));
+    }
+    if !p.skipped.is_empty() && p.skipped.iter().all(|(_, w)| *w == NOT_DECLARED) {
+        let caps: Vec<&str> = facts.must_declare.iter().map(|c| c.as_str()).collect();
+        let deps: Vec<&str> = p.skipped.iter().map(|(d, _)| &**d).collect();
+        return Err(GatewayError::invalid(
+            Some("model".into()),
+            format!(
+                "no deployment behind this model serves {}: {} do not declare the `{}` capability",
+                caps.join(", "),
+                deps.join(", "),
+                caps.join("`, `")
             ),
         ));
     }

@@ -198,3 +198,17 @@ fn unknown_enum_values() {
         "expected one of: tools, vision, json_schema, streaming, embeddings, prefill, reasoning, responses"
     ));
 }
+
+#[test]
+fn embeddings_are_refused_on_anthropic() {
+    let src = "providers:\n  a: { protocol: anthropic }\n  g: { protocol: gemini }\nmodels:\n  - { provider: a, model: c, capabilities: [tools, embeddings] }\n  - { provider: g, model: e, capabilities: [embeddings] }\n";
+    let all = errs(src);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    let (line, col, path, msg) = &all[0];
+    assert_eq!((*line, *col), (5, 52), "{path}");
+    assert!(path.starts_with("models[0].capabilities"), "{path}");
+    assert!(
+        msg.contains("not supported on `protocol: anthropic`"),
+        "{msg}"
+    );
+}

@@ -154,6 +154,21 @@ pub fn check(
                 cached_input: non_negative(d, cached),
             }
         });
+        // Anthropic has no embeddings API: a deployment there that says it
+        // serves embeddings asks for something no build can do.
+        let anthropic = providers
+            .get(&provider)
+            .is_some_and(|p| p.protocol == Protocol::Anthropic);
+        if let Some(c) = m
+            .capabilities
+            .iter()
+            .find(|c| anthropic && c.value == Capability::Embeddings)
+        {
+            d.err(
+                &c.at,
+                "`embeddings` is not supported on `protocol: anthropic` (Anthropic has no embeddings API)",
+            );
+        }
         order.push(id.value.clone());
         deployments.insert(
             id.value.clone(),

@@ -1,0 +1,68 @@
+//! `POST /v1/embeddings`: routed like chat (a route name or a deployment id,
+//! the client's `routes`, its rpm/tpm), to deployments that declare the
+//! `embeddings` capability only, with the same retries, fallbacks, circuits
+//! and limits (`reliability::Op::Embeddings`). Errors in the OpenAI envelope.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use http::HeaderMap;
+use tokio::time::Instant;
+
+use super::pipeline;
+use crate::adapters::CallInfo;
+use crate::app::App;
+use crate::config::{Capabilities, Capability};
+use crate::doors::{embeddings, Door};
+use crate::error::GatewayError;
+use crate::reliability::{Op, Served};
+use crate::route::Facts;
+
+pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
+    let live = app.live.load_full();
+    let rid = super::request_id(&headers);
+    let mut ctx = app.request_ctx(&rid, &headers, &live);
+    let result: Result<Served, GatewayError> = async {
+        let client = super::auth::authenticate(&live, &headers)?;
+        ctx.client = client.map(|c| c.id.clone());
+        let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
+        let req = embeddings::decode(super::body::utf8(&bytes)?)?;
+        if ctx.wants_input_hash() {
+            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
+        }
+        ctx.model = Some(req.model.clone());
+        let facts = Facts {
+            must_declare: Capabilities::from_iter([Capability::Embeddings]),
+            // Each input is embedded on its own: the largest must fit.
+            prompt_tokens: req.largest_input(),
+            max_tokens: Some(0),
+            ..Facts::default()
+        };
+        let estimate = req.estimated_tokens();
+        let planned = pipeline::prepare(&live, client, &req.model, &facts, estimate, &mut ctx)?;
+        let call = CallInfo {
+            traceparent: headers.get(&crate::names::TRACEPARENT).cloned(),
+            deadline: planned
+                .route
+                .and_then(|r| r.deadline)
+                .map(|d| Instant::now() + d),
+            anthropic_beta: None,
+        };
+        let served = pipeline::execute(
+            &planned.plan,
+            Op::Embeddings(&req),
+            &call,
+            estimate,
+            &mut ctx,
+        )
+        .await?;
+        ctx.selected = Some(served.dep.name.clone());
+        ctx.fallback_reason = served.fallback_reason;
+        Ok(served)
+    }
+    .await;
+    match result {
+        Ok(served) => pipeline::deliver_json(served, ctx, &rid, Door::OpenAiChat),
+        Err(e) => pipeline::fail_plain(Door::OpenAiChat, &e, ctx, &rid),
+    }
+}
