@@ -61,12 +61,13 @@ routes:
     strategy: cost
     targets: [mock-gemini/gemini-flash, mock-openai/gpt-4o-mini]
   # For the agent CLIs: the model names they send (`--model` / `model =`).
+  # Claude Code asks for up to 128k output tokens: more than gpt-4o-mini's window.
   claude-sonnet-5-5:
     targets: [mock-anthropic/claude-sonnet]
-    fallbacks: [mock-openai/gpt-4o-mini]
+    fallbacks: [mock-gemini/gemini-flash]
   gpt-5.5:
     targets: [mock-openai/gpt-4o-mini]
-    fallbacks: [mock-anthropic/claude-sonnet]
+    fallbacks: [mock-gemini/gemini-flash]
 
 observability:
   log_format: pretty
