@@ -52,8 +52,21 @@ providers:
 models:
   - { id: up/model, provider: up, model: gpt-4o-mini, max_output_tokens: 4096 }
 "#,
-    // Chat Completions, or the Responses API passed through.
-    path: |p| p.starts_with("/v1/chat/completions") || p.starts_with("/v1/responses"),
+    path: |p| p == "/v1/chat/completions",
+};
+
+/// An OpenAI upstream that serves the Responses API itself: the Responses door
+/// passes Codex's requests through (the other doors still speak Chat
+/// Completions to it, so Claude Code has no lane of its own here).
+const OPENAI_RESPONSES: Upstream = Upstream {
+    protocol: "openai (responses)",
+    yaml: r#"
+providers:
+  up: { protocol: openai, base_url: "{mock}/v1", keys: [{ env: TEST_KEY }] }
+models:
+  - { id: up/model, provider: up, model: gpt-5.5, capabilities: [tools, streaming, responses] }
+"#,
+    path: |p| p.starts_with("/v1/responses"),
 };
 
 const ANTHROPIC: Upstream = Upstream {
@@ -513,6 +526,11 @@ async fn claude_code_via_azure() {
 #[tokio::test]
 async fn codex_via_openai() {
     codex_via(&OPENAI).await;
+}
+
+#[tokio::test]
+async fn codex_via_openai_responses() {
+    codex_via(&OPENAI_RESPONSES).await;
 }
 
 #[tokio::test]
