@@ -1,6 +1,10 @@
 //! The built-in demo: mock providers in this process (speaking the real
-//! OpenAI, Anthropic and Gemini wire formats) and a config with two routes
+//! OpenAI, Anthropic and Gemini wire formats) and a config with four routes
 //! over three mock deployments, so `cargo run --release` answers at once.
+//! Two routes carry model names the agent CLIs know (`claude-sonnet-5-5` for
+//! Claude Code, `gpt-5.5` for Codex), so they can be pointed at it; the
+//! mocks take a default behavior from `SWITCHYARD_MOCK_BEHAVIOR` (e.g. a tool
+//! loop), as `switchyard mock` does.
 
 use switchyard_mock::MockServer;
 
@@ -9,7 +13,7 @@ use crate::config::{self, Config};
 /// The demo config for mocks listening at `mock_url` (e.g. `http://127.0.0.1:41234`).
 pub fn config_yaml(mock_url: &str, listen: &str, admin_listen: &str) -> String {
     format!(
-        r#"# switchyard demo: three mock deployments, two routes.
+        r#"# switchyard demo: three mock deployments, four routes.
 server:
   listen: {listen}
   admin_listen: {admin_listen}
@@ -56,6 +60,14 @@ routes:
   cheap:
     strategy: cost
     targets: [mock-gemini/gemini-flash, mock-openai/gpt-4o-mini]
+  # For the agent CLIs: the model names they send (`--model` / `model =`).
+  # Claude Code asks for up to 128k output tokens: more than gpt-4o-mini's window.
+  claude-sonnet-5-5:
+    targets: [mock-anthropic/claude-sonnet]
+    fallbacks: [mock-gemini/gemini-flash]
+  gpt-5.5:
+    targets: [mock-openai/gpt-4o-mini]
+    fallbacks: [mock-gemini/gemini-flash]
 
 observability:
   log_format: pretty
@@ -68,11 +80,22 @@ pub struct Demo {
     pub config: Config,
 }
 
-/// Start the mocks and build the demo config.
+/// Start the mocks (default behavior from `SWITCHYARD_MOCK_BEHAVIOR`, if set)
+/// and build the demo config.
 pub async fn start(listen: &str, admin_listen: &str) -> Result<Demo, String> {
+    let behavior = match std::env::var(switchyard_mock::BEHAVIOR_ENV) {
+        Ok(json) if !json.trim().is_empty() => Some(
+            switchyard_mock::Behavior::from_json(&json)
+                .map_err(|e| format!("{}: {e}", switchyard_mock::BEHAVIOR_ENV))?,
+        ),
+        _ => None,
+    };
     let mock = MockServer::start("127.0.0.1:0")
         .await
         .map_err(|e| format!("cannot start the mock providers: {e}"))?;
+    if let Some(b) = behavior {
+        mock.set_default(b);
+    }
     let yaml = config_yaml(&mock.base_url(), listen, admin_listen);
     let config = config::load_str(&yaml, "<demo>", &|_| None).map_err(|ds| {
         ds.iter()

@@ -65,7 +65,7 @@ fn check_accepts_a_valid_config() {
     let (code, stdout, stderr) = check(&yaml);
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains("ok (3 providers, 3 deployments, 2 routes)"),
+        stdout.contains("ok (3 providers, 3 deployments, 4 routes)"),
         "{stdout}"
     );
 }
