@@ -66,15 +66,18 @@ impl Diags {
     /// Reports a missing required key, unless its value was present but
     /// already reported (bad type, unset variable): one problem, one message.
     pub(crate) fn missing(&mut self, at: &At, message: impl Into<String>) {
-        let p = &at.path;
-        let reported = self.list.iter().any(|x| {
-            x.path
-                .strip_prefix(p.as_str())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
-        });
-        if !reported {
+        if !self.reported(&at.path) {
             self.err(at, message);
         }
+    }
+
+    /// Whether a problem was already reported at `path` or inside it.
+    pub(crate) fn reported(&self, path: &str) -> bool {
+        self.list.iter().any(|x| {
+            x.path
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        })
     }
 
     pub(crate) fn err(&mut self, at: &At, message: impl Into<String>) {

@@ -157,7 +157,6 @@ pub struct RawCache {
 
 #[derive(Debug, Default)]
 pub struct RawState {
-    pub at: At,
     pub backend: Opt<StateBackend>,
     pub redis_url: Opt<String>,
 }
@@ -171,7 +170,6 @@ pub enum UsageStore {
 
 #[derive(Debug, Default)]
 pub struct RawUsage {
-    pub at: At,
     pub store: Opt<UsageStore>,
     pub path: Opt<String>,
     pub url: Opt<String>,

@@ -3,6 +3,7 @@
 mod checks;
 mod references;
 mod sections;
+mod unsupported;
 
 use std::time::Duration;
 
@@ -34,6 +35,23 @@ pub fn errs(src: &str) -> Vec<(usize, usize, String, String)> {
             .map(|d| (d.line, d.column, d.path, d.message))
             .collect(),
     }
+}
+
+/// The whole pipeline without the final "any problem → no config" step: the
+/// model built from `src` and every diagnostic, for values behind refused keys.
+pub fn load_anyway(src: &str) -> (Config, Vec<(usize, usize, String, String)>) {
+    let mut d = Diags::new("t.yaml");
+    let mut root = node::parse(src, &mut d).expect("parses");
+    let top = node::At::default();
+    env::expand_tree(&mut root, &top, src, &env, &mut d);
+    let raw = raw::decode(&mut d, &root);
+    let c = validate::validate(&mut d, raw, &env, String::new());
+    d.list.sort_by_key(|x| (x.line, x.column));
+    let all = d.list.into_iter();
+    (
+        c,
+        all.map(|x| (x.line, x.column, x.path, x.message)).collect(),
+    )
 }
 
 /// The only diagnostic; its message must contain `needle`.
@@ -127,12 +145,94 @@ observability: { log_format: pretty, log_requests: false, otlp_endpoint: "http:/
 degraded: { enabled: true, message: "Busy." }
 "#;
 
+/// FULL with the keys this build refuses set to their truthful values.
+fn full_truthful() -> String {
+    let lines = [
+        ("    budget: { usd: 50, per: month }\n", ""),
+        ("cache: { backend: redis,", "cache: { backend: off,"),
+        (
+            "state: { backend: redis, redis_url: \"redis://127.0.0.1:6379/\" }",
+            "state: { backend: memory }",
+        ),
+        (
+            "usage: { store: postgres, url: \"${PG_URL}\" }",
+            "usage: { store: off }",
+        ),
+        ("otlp_endpoint: \"http://otel:4318\"", "otlp_endpoint: \"\""),
+    ];
+    lines.iter().fold(FULL.to_string(), |src, (from, to)| {
+        assert!(src.contains(from), "{from}");
+        src.replace(from, to)
+    })
+}
+
+#[test]
+fn full_config_is_refused_for_what_this_build_does_not_do() {
+    let not_yet = |(l, c, p, m): &(usize, usize, String, String)| {
+        assert!(m.starts_with("not supported yet ("), "{p}: {m}");
+        (*l, *c, p.clone())
+    };
+    let all: Vec<_> = errs(FULL).iter().map(not_yet).collect();
+    let want = [
+        (14, 13, "clients[0].budget"),
+        (75, 19, "cache.backend"),
+        (75, 31, "cache.ttl"),
+        (75, 49, "cache.max_entries"),
+        (75, 59, "cache.when"),
+        (76, 19, "state.backend"),
+        (76, 37, "state.redis_url"),
+        (77, 17, "usage.store"),
+        (77, 32, "usage.url"),
+        (78, 74, "observability.otlp_endpoint"),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(l, c, p)| (*l, *c, p.to_string()))
+        .collect();
+    assert_eq!(all, want);
+}
+
+#[test]
+fn refused_keys_still_land_in_the_model() {
+    // Nothing reads these yet; the issues that implement them will.
+    let (c, refused) = load_anyway(FULL);
+    assert_eq!(refused.len(), 10, "{refused:#?}");
+    assert_eq!(
+        c.clients.as_ref().unwrap()[0].budget,
+        Some(Budget {
+            usd: 50.0,
+            per: BudgetPeriod::Month
+        })
+    );
+    assert_eq!(
+        c.cache,
+        Cache {
+            backend: CacheBackend::Redis,
+            ttl: Duration::from_secs(600),
+            max_entries: 50,
+            when: CacheWhen::Always
+        }
+    );
+    assert_eq!(
+        (c.state.backend, c.state.redis_url.as_deref()),
+        (StateBackend::Redis, Some("redis://127.0.0.1:6379"))
+    );
+    assert!(
+        matches!(&c.usage, Usage::Postgres { url } if url.expose() == "postgres://u:p@db/usage")
+    );
+    assert_eq!(
+        c.observability.otlp_endpoint.as_deref(),
+        Some("http://otel:4318")
+    );
+}
+
 #[test]
 fn full_config_lands_in_the_right_fields() {
-    let c = load(FULL).unwrap_or_else(|e| panic!("{e:#?}"));
+    let src = full_truthful();
+    let c = load(&src).unwrap_or_else(|e| panic!("{e:#?}"));
     assert_eq!(
         c.version,
-        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(FULL))
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&src))
     );
     assert_eq!(c.server.listen, "0.0.0.0:8181".parse().unwrap());
     assert_eq!(c.server.admin_listen, "127.0.0.1:9191".parse().unwrap());
@@ -151,13 +251,7 @@ fn full_config_lands_in_the_right_fields() {
         Some(&["chat".to_string(), "openai/gpt-4o".to_string()][..])
     );
     assert_eq!((bot.rpm, bot.tpm), (Some(600), Some(200_000)));
-    assert_eq!(
-        bot.budget,
-        Some(Budget {
-            usd: 50.0,
-            per: BudgetPeriod::Month
-        })
-    );
+    assert_eq!(bot.budget, None);
     assert_eq!(
         hex::encode(clients[1].key_sha256),
         "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
@@ -318,7 +412,7 @@ fn full_config_lands_in_the_right_fields() {
     assert_eq!(
         c.cache,
         Cache {
-            backend: CacheBackend::Redis,
+            backend: CacheBackend::Off,
             ttl: Duration::from_secs(600),
             max_entries: 50,
             when: CacheWhen::Always
@@ -326,17 +420,15 @@ fn full_config_lands_in_the_right_fields() {
     );
     assert_eq!(
         (c.state.backend, c.state.redis_url.as_deref()),
-        (StateBackend::Redis, Some("redis://127.0.0.1:6379"))
+        (StateBackend::Memory, None)
     );
-    assert!(
-        matches!(&c.usage, Usage::Postgres { url } if url.expose() == "postgres://u:p@db/usage")
-    );
+    assert!(matches!(&c.usage, Usage::Off));
     let obs = &c.observability;
     assert_eq!(
         (obs.log_format, obs.log_requests, obs.debug_bodies),
         (LogFormat::Pretty, false, DebugBodies::Off)
     );
-    assert_eq!(obs.otlp_endpoint.as_deref(), Some("http://otel:4318"));
+    assert_eq!(obs.otlp_endpoint, None);
     assert_eq!(
         (c.degraded.enabled, c.degraded.message.as_str()),
         (true, "Busy.")
@@ -353,10 +445,12 @@ fn empty_file_is_a_valid_config_with_defaults() {
         assert_eq!(c.server.admin_listen, "127.0.0.1:9090".parse().unwrap());
         assert_eq!(c.server.max_body, 20 << 20);
         assert_eq!(c.server.sse_keepalive, Duration::from_secs(15));
+        // This build's truth, not the contract's defaults (memory, sqlite,
+        // header): there is no cache, no usage store, no body logging.
         assert_eq!(
             c.cache,
             Cache {
-                backend: CacheBackend::Memory,
+                backend: CacheBackend::Off,
                 ttl: Duration::from_secs(300),
                 max_entries: 10_000,
                 when: CacheWhen::Deterministic
@@ -366,7 +460,7 @@ fn empty_file_is_a_valid_config_with_defaults() {
             (c.state.backend, c.state.redis_url.clone()),
             (StateBackend::Memory, None)
         );
-        assert!(matches!(&c.usage, Usage::Sqlite { path } if path == "switchyard.db"));
+        assert!(matches!(&c.usage, Usage::Off));
         let o = &c.observability;
         assert_eq!(
             (
@@ -375,7 +469,7 @@ fn empty_file_is_a_valid_config_with_defaults() {
                 o.otlp_endpoint.clone(),
                 o.debug_bodies
             ),
-            (LogFormat::Json, true, None, DebugBodies::Header)
+            (LogFormat::Json, true, None, DebugBodies::Off)
         );
         assert_eq!(
             (c.degraded.enabled, c.degraded.message.as_str()),

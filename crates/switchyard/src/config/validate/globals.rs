@@ -42,7 +42,6 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
             ("redis", StateBackend::Redis),
         ];
         raw.state = RawState {
-            at: s.at.clone(),
             backend: s.choice(d, "backend", &backends),
             redis_url: s.get(d, "redis_url", f::string),
         };
@@ -54,7 +53,6 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
             ("off", UsageStore::Off),
         ];
         raw.usage = RawUsage {
-            at: u.at.clone(),
             store: u.choice(d, "store", &stores),
             path: u.get(d, "path", f::string),
             url: u.get(d, "url", f::string),
@@ -124,7 +122,8 @@ pub fn server(d: &mut Diags, s: &RawServer) -> Server {
 pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
     let c = &raw.cache;
     let cache = Cache {
-        backend: c.backend.as_ref().map_or(CacheBackend::Memory, |b| b.value),
+        // The contract's default is memory; this build has no response cache.
+        backend: c.backend.as_ref().map_or(CacheBackend::Off, |b| b.value),
         ttl: positive(d, &c.ttl, Duration::from_secs(300)),
         max_entries: at_least_one(d, &c.max_entries).unwrap_or(10_000),
         when: c
@@ -141,21 +140,18 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
         backend: s.backend.as_ref().map_or(StateBackend::Memory, |b| b.value),
         redis_url,
     };
-    if state.backend == StateBackend::Redis && s.redis_url.is_none() {
-        let at = s.backend.as_ref().map_or(&s.at, |b| &b.at);
-        d.err(at, "`backend: redis` needs `state.redis_url`");
-    }
-    if let Some(b) = c
-        .backend
-        .as_ref()
-        .filter(|b| b.value == CacheBackend::Redis)
-    {
-        if s.redis_url.is_none() {
-            d.err(&b.at, "`cache.backend: redis` needs `state.redis_url`");
-        }
-    }
     let u = &raw.usage;
-    let store = u.store.as_ref().map_or(UsageStore::Sqlite, |s| s.value);
+    // The contract's default is sqlite, but this build has no usage store:
+    // with no usage keys there is none (keys that ask for one are refused in
+    // `unsupported`; `path` and `url` alone still get sqlite's checks).
+    let store = u.store.as_ref().map_or(
+        if u.path.is_some() || u.url.is_some() {
+            UsageStore::Sqlite
+        } else {
+            UsageStore::Off
+        },
+        |s| s.value,
+    );
     let misplaced = |d: &mut Diags, v: &Option<Sp<String>>, key: &str, owner: &str| {
         if let Some(v) = v {
             d.err(&v.at, format!("`{key}` only applies to `store: {owner}`"));
@@ -186,11 +182,7 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
                     d.err(&v.at, "expected a postgres://… URL");
                     String::new()
                 }
-                None => {
-                    let at = u.store.as_ref().map_or(&u.at, |s| &s.at);
-                    d.err(at, "`store: postgres` needs `usage.url`");
-                    String::new()
-                }
+                None => String::new(),
             };
             Usage::Postgres {
                 url: crate::observe::redact::Secret::new(url),
@@ -198,6 +190,36 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
         }
     };
     (cache, state, usage)
+}
+
+/// What a refused feature would need besides itself (`redis_url`, `usage.url`).
+/// Runs after [`super::unsupported::check`]: a key already refused there gets
+/// no second message telling the user to complete what cannot work.
+pub fn requirements(d: &mut Diags, raw: &RawConfig) {
+    let (c, s, u) = (&raw.cache, &raw.state, &raw.usage);
+    if let Some(b) = s
+        .backend
+        .as_ref()
+        .filter(|b| b.value == StateBackend::Redis)
+    {
+        if s.redis_url.is_none() {
+            d.missing(&b.at, "`backend: redis` needs `state.redis_url`");
+        }
+    }
+    if let Some(b) = c
+        .backend
+        .as_ref()
+        .filter(|b| b.value == CacheBackend::Redis)
+    {
+        if s.redis_url.is_none() {
+            d.missing(&b.at, "`cache.backend: redis` needs `state.redis_url`");
+        }
+    }
+    if let Some(st) = u.store.as_ref().filter(|s| s.value == UsageStore::Postgres) {
+        if u.url.is_none() {
+            d.missing(&st.at, "`store: postgres` needs `usage.url`");
+        }
+    }
 }
 
 pub fn observability(d: &mut Diags, o: &RawObservability) -> Observability {
@@ -209,7 +231,8 @@ pub fn observability(d: &mut Diags, o: &RawObservability) -> Observability {
         debug_bodies: o
             .debug_bodies
             .as_ref()
-            .map_or(DebugBodies::Header, |v| v.value),
+            // The contract's default is header; this build never logs bodies.
+            .map_or(DebugBodies::Off, |v| v.value),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod globals;
 pub mod models;
 pub mod providers;
 pub mod routes;
+mod unsupported;
 
 use std::time::Duration;
 
@@ -30,6 +31,9 @@ pub fn validate(d: &mut Diags, raw: RawConfig, env: Env, version: String) -> Con
         .as_ref()
         .map(|cs| clients::check(d, cs, env, &routes, &deployments));
     let (cache, state, usage) = globals::stores(d, &raw);
+    let observability = globals::observability(d, &raw.observability);
+    unsupported::check(d, &raw);
+    globals::requirements(d, &raw);
     Config {
         version,
         server,
@@ -42,7 +46,7 @@ pub fn validate(d: &mut Diags, raw: RawConfig, env: Env, version: String) -> Con
         cache,
         state,
         usage,
-        observability: globals::observability(d, &raw.observability),
+        observability,
         degraded: globals::degraded(&raw.degraded),
     }
 }

@@ -1,0 +1,199 @@
+//! Keys this build parses but does not act on: refused at their own position.
+
+use std::time::Duration;
+
+use super::*;
+
+const NO_CACHE: &str = "not supported yet (there is no response cache in this build)";
+const NO_SHARED: &str = "not supported yet (there is no shared state in this build, each gateway process keeps its own in memory)";
+const NO_USAGE: &str = "not supported yet (there is no usage store in this build)";
+
+#[test]
+fn every_refused_key_with_its_position() {
+    let src = r#"clients:
+  - id: a
+    key_env: BOT_KEY
+    budget: { usd: 5 }
+cache:
+  backend: memory
+  ttl: 1m
+  max_entries: 10
+  when: always
+state:
+  backend: redis
+  redis_url: redis://cache:6379
+usage:
+  store: sqlite
+  path: usage.db
+observability:
+  otlp_endpoint: http://otel:4317
+  debug_bodies: header
+  log_format: pretty
+  log_requests: false
+"#;
+    let set_off = "remove it or set `cache.backend: off`";
+    let want = [
+        (4, 13, "clients[0].budget", "not supported yet (budgets are not enforced in this build, only rpm and tpm); remove it".to_string()),
+        (6, 12, "cache.backend", format!("{NO_CACHE}; remove it or set `backend: off`")),
+        (7, 8, "cache.ttl", format!("{NO_CACHE}; {set_off}")),
+        (8, 16, "cache.max_entries", format!("{NO_CACHE}; {set_off}")),
+        (9, 9, "cache.when", format!("{NO_CACHE}; {set_off}")),
+        (11, 12, "state.backend", format!("{NO_SHARED}; remove it or set `backend: memory`")),
+        (12, 14, "state.redis_url", format!("{NO_SHARED}; remove it")),
+        (14, 10, "usage.store", format!("{NO_USAGE}; remove it or set `store: off`")),
+        (15, 9, "usage.path", format!("{NO_USAGE}; remove it or set `usage.store: off`")),
+        (17, 18, "observability.otlp_endpoint", "not supported yet (there is no OpenTelemetry export in this build); remove it or set `otlp_endpoint: \"\"`".to_string()),
+        (18, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
+    ];
+    let want: Vec<_> = want
+        .into_iter()
+        .map(|(l, c, p, m)| (l, c, p.to_string(), m))
+        .collect();
+    assert_eq!(errs(src), want);
+
+    let shown = load(src).unwrap_err()[1].to_string();
+    assert_eq!(
+        shown,
+        format!("t.yaml:6:12: cache.backend: {NO_CACHE}; remove it or set `backend: off`")
+    );
+}
+
+#[test]
+fn postgres_and_keys_without_their_switch() {
+    let all = errs("usage:\n  store: postgres\n  url: ${PG_URL}\n");
+    let at: Vec<_> = all
+        .iter()
+        .map(|(l, c, p, _)| (*l, *c, p.as_str()))
+        .collect();
+    assert_eq!(at, [(2, 10, "usage.store"), (3, 8, "usage.url")]);
+    // A key that only makes sense with the feature claims it even when the
+    // switch is left to its default.
+    one(
+        "cache: { ttl: 1m }\n",
+        1,
+        15,
+        "cache.ttl",
+        "set `cache.backend: off`",
+    );
+    one(
+        "usage: { path: u.db }\n",
+        1,
+        16,
+        "usage.path",
+        "set `usage.store: off`",
+    );
+    one(
+        "state: { backend: memory, redis_url: \"redis://h\" }\n",
+        1,
+        38,
+        "state.redis_url",
+        NO_SHARED,
+    );
+}
+
+#[test]
+fn grammar_comes_first_one_message_per_key() {
+    one(
+        "cache: { ttl: 0s }\n",
+        1,
+        15,
+        "cache.ttl",
+        "must be greater than zero",
+    );
+    one(
+        "state: { redis_url: \"http://x\" }\n",
+        1,
+        21,
+        "state.redis_url",
+        "expected redis://",
+    );
+    one(
+        "observability: { otlp_endpoint: \"otel:4317\" }\n",
+        1,
+        33,
+        "observability.otlp_endpoint",
+        "not a valid URL",
+    );
+    one(
+        "clients:\n  - { id: a, key_env: BOT_KEY, budget: { usd: -1 } }\n",
+        2,
+        47,
+        "clients[0].budget.usd",
+        "must not be negative",
+    );
+    // An unknown backend is reported as such; the cache keys beside it still
+    // ask for a cache that does not exist.
+    let all = errs("cache: { backend: disk, ttl: 1m }\n");
+    let got: Vec<_> = all
+        .iter()
+        .map(|(l, c, p, m)| (*l, *c, p.as_str(), m.split(';').next().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, 19, "cache.backend", "unknown value `disk`"),
+            (1, 30, "cache.ttl", NO_CACHE)
+        ]
+    );
+}
+
+#[test]
+fn a_refused_feature_is_not_also_asked_to_be_completed() {
+    // Not "needs `state.redis_url`" / "needs `usage.url`": adding them would
+    // only earn another refusal.
+    one(
+        "state: { backend: redis }\n",
+        1,
+        19,
+        "state.backend",
+        NO_SHARED,
+    );
+    one(
+        "cache: { backend: redis }\n",
+        1,
+        19,
+        "cache.backend",
+        NO_CACHE,
+    );
+    one(
+        "usage: { store: postgres }\n",
+        1,
+        17,
+        "usage.store",
+        NO_USAGE,
+    );
+}
+
+#[test]
+fn truthful_values_load() {
+    let c = load(concat!(
+        "cache: { backend: off, ttl: 1m, max_entries: 5, when: header }\n",
+        "state: { backend: memory }\n",
+        "usage: { store: off }\n",
+        "observability: { otlp_endpoint: \"${OTLP:-}\", debug_bodies: off, log_format: pretty, log_requests: false }\n",
+        "clients:\n  - { id: a, key_env: BOT_KEY, rpm: 5 }\n",
+    ))
+    .unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(
+        c.cache,
+        Cache {
+            backend: CacheBackend::Off,
+            ttl: Duration::from_secs(60),
+            max_entries: 5,
+            when: CacheWhen::Header
+        }
+    );
+    assert_eq!(c.state.backend, StateBackend::Memory);
+    assert!(matches!(c.usage, Usage::Off));
+    let o = &c.observability;
+    assert_eq!(
+        (
+            o.otlp_endpoint.as_deref(),
+            o.debug_bodies,
+            o.log_format,
+            o.log_requests
+        ),
+        (None, DebugBodies::Off, LogFormat::Pretty, false)
+    );
+    assert_eq!(c.clients.unwrap()[0].budget, None);
+}
