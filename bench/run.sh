@@ -33,6 +33,10 @@ TOOLS="$BENCH/.tools"
 BIN="$ROOT/target/release/switchyard"
 NGX="$RES/nginx"
 
+# Logs of the tool installs below land here before anything else runs (a
+# fresh clone has no results folder yet).
+mkdir -p "$RES"
+
 LOG_TAG=bench
 # shellcheck source=bench/lib.sh
 source "$BENCH/lib.sh"
