@@ -636,3 +636,43 @@ async fn web_search_becomes_the_providers_own_search() {
     );
     assert_eq!(sent["tools"].as_array().unwrap().len(), 1);
 }
+
+/// Codex sends its encrypted reasoning items back on the next turn: to a
+/// deployment that serves the Responses API they go byte for byte; every
+/// other deployment gets the conversation without them (never a blob it
+/// could not read) and answers.
+#[tokio::test]
+async fn encrypted_reasoning_survives_to_openai_and_is_dropped_elsewhere() {
+    let h = common::start(ALL).await;
+    let path = format!(
+        "{}/../../fixtures/agents/codex/gpt55_reasoning_02_responses_reasoning_replay.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let blob = rec["body"]["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "reasoning")
+        .unwrap()["encrypted_content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut lanes: Vec<&str> = LANES.iter().map(|l| l.0).collect();
+    lanes.push("rs/gpt");
+    for dep in lanes {
+        let mut body = rec["body"].clone();
+        body["model"] = json!(dep);
+        let resp = create(&h, body).await;
+        assert_eq!(resp.status(), 200, "{dep}");
+        let sse = resp.text().await.unwrap();
+        assert_eq!(
+            events(&sse).last().unwrap().0,
+            "response.completed",
+            "{dep}: {sse}"
+        );
+        let sent = h.mock.requests().last().unwrap().body.clone();
+        let sent = String::from_utf8_lossy(&sent);
+        assert_eq!(sent.contains(&blob), dep == "rs/gpt", "{dep}: {sent}");
+    }
+}

@@ -17,8 +17,10 @@ providers:
   oa: { protocol: openai, base_url: "{mock}/v1" }
   an: { protocol: anthropic, base_url: "{mock}", keys: [{ env: TEST_KEY }] }
   gm: { protocol: gemini, base_url: "{mock}", keys: [{ env: TEST_KEY }] }
+  az: { protocol: azure, base_url: "{mock}", api_version: 2024-10-21, keys: [{ env: TEST_KEY }] }
 models:
   - { id: oa/gpt, provider: oa, model: gpt-4o-mini, max_output_tokens: 1000 }
+  - { id: az/gpt, provider: az, model: my-gpt4o, max_output_tokens: 1000 }
   - { id: an/claude, provider: an, model: claude-sonnet-4-5, max_output_tokens: 2048 }
   - { id: gm/gemini, provider: gm, model: gemini-2.5-flash, max_output_tokens: 4096 }
 routes:
@@ -27,10 +29,12 @@ routes:
   gm-once: { targets: [gm/gemini], retry: { attempts: 1 } }
 "#;
 
-const LANES: [(&str, &str, &str); 3] = [
+/// Every upstream protocol: (deployment, the mock's word for it, upstream model).
+const LANES: [(&str, &str, &str); 4] = [
     ("oa/gpt", "openai", "gpt-4o-mini"),
     ("an/claude", "anthropic", "claude-sonnet-4-5"),
     ("gm/gemini", "gemini", "gemini-2.5-flash"),
+    ("az/gpt", "openai", "my-gpt4o"),
 ];
 
 fn answer(provider: &str) -> String {

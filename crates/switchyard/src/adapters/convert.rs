@@ -74,7 +74,7 @@ fn passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayEr
 /// Several Gemini candidates (`candidateCount`) as an OpenAI client's choices.
 fn gemini_choices(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayError> {
     let mut all = super::gemini::decode_candidates(&bytes)?;
-    let created = now_secs();
+    let created = crate::doors::unix_now();
     for r in &mut all {
         r.created = created;
         if r.model.is_empty() {
@@ -88,13 +88,6 @@ fn gemini_choices(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, Gatewa
         model: first.model.clone(),
         ttfb: Default::default(),
     })
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }
 
 /// A Responses upstream's answer to a Responses client: the bytes as they

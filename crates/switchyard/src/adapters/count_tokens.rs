@@ -13,9 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchyard_protocol::ir::{ChatRequest, Usage};
 use switchyard_protocol::passthrough::{self, Splice};
-use tokio::time::Instant;
 
-use super::{earliest, read_body, send, Adapter, Answer, CallInfo, Inbound, JsonAnswer};
+use super::{send, Adapter, Answer, CallInfo, Inbound, JsonAnswer};
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::DeploymentRt;
@@ -58,10 +57,6 @@ pub async fn count_tokens(
     let Some(url) = &dep.endpoint.count_tokens_url else {
         return Ok(Answer::Json(local(dep, inbound.ir())));
     };
-    let started = Instant::now();
-    let t = dep.provider.cfg.timeouts;
-    let first_byte_by = earliest(started + t.first_byte, call.deadline);
-    let total_by = earliest(started + t.total, call.deadline);
     let adapter = dep.provider.adapter;
     let body = match (adapter, inbound) {
         (Adapter::Anthropic, Inbound::Anthropic { fields, .. }) => passthrough::write(
@@ -75,19 +70,7 @@ pub async fn count_tokens(
         (Adapter::Gemini, _) => gemini_request(dep, inbound.ir())?,
         _ => return Ok(Answer::Json(local(dep, inbound.ir()))),
     };
-    let resp = send::send_to(
-        dep,
-        key,
-        url,
-        "application/json",
-        body,
-        call,
-        first_byte_by,
-        total_by,
-    )
-    .await?;
-    let bytes = read_body(resp.into_body(), send::MAX_ANSWER, first_byte_by, total_by).await?;
-    let ttfb = started.elapsed();
+    let (bytes, ttfb) = send::post_json(dep, key, url, body, call).await?;
     let mut a = match adapter {
         Adapter::Gemini => answer(gemini_total(&bytes)?, &dep.cfg.model),
         _ => anthropic_answer(&dep.cfg.model, bytes)?,

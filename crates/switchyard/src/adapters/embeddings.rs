@@ -19,9 +19,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use switchyard_protocol::ir::Usage;
 use switchyard_protocol::passthrough::{self, Splice};
-use tokio::time::Instant;
 
-use super::{earliest, read_body, send, Adapter, Answer, CallInfo, JsonAnswer};
+use super::{send, Adapter, Answer, CallInfo, JsonAnswer};
 use crate::config::ProviderKey;
 use crate::doors::embeddings::{EmbedInput, EmbeddingsRequest};
 use crate::error::{ErrorCode, GatewayError};
@@ -39,10 +38,6 @@ pub async fn embeddings(
             format!("{} has no embeddings API", dep.name),
         ));
     };
-    let started = Instant::now();
-    let t = dep.provider.cfg.timeouts;
-    let first_byte_by = earliest(started + t.first_byte, call.deadline);
-    let total_by = earliest(started + t.total, call.deadline);
     let adapter = dep.provider.adapter;
     let body = match adapter {
         Adapter::OpenAi | Adapter::Azure => passthrough::write(
@@ -60,19 +55,7 @@ pub async fn embeddings(
             ))
         }
     };
-    let resp = send::send_to(
-        dep,
-        key,
-        url,
-        "application/json",
-        body,
-        call,
-        first_byte_by,
-        total_by,
-    )
-    .await?;
-    let bytes = read_body(resp.into_body(), send::MAX_ANSWER, first_byte_by, total_by).await?;
-    let ttfb = started.elapsed();
+    let (bytes, ttfb) = send::post_json(dep, key, url, body, call).await?;
     let answer = match adapter {
         Adapter::Gemini => gemini_answer(&dep.cfg.model, req, &bytes)?,
         _ => openai_answer(&dep.cfg.model, bytes)?,

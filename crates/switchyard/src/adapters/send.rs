@@ -48,6 +48,26 @@ pub async fn send(
     send_to(dep, key, url, accept, body, call, first_byte_by, total_by).await
 }
 
+/// A whole JSON exchange with one of the deployment's other URLs (embeddings,
+/// token counting): the answer's bytes and its time to first byte, within
+/// the provider's first-byte and total timeouts and the request's deadline.
+pub async fn post_json(
+    dep: &DeploymentRt,
+    key: Option<&ProviderKey>,
+    url: &Uri,
+    body: Vec<u8>,
+    call: &CallInfo,
+) -> Result<(Bytes, std::time::Duration), GatewayError> {
+    let started = Instant::now();
+    let t = dep.provider.cfg.timeouts;
+    let first_byte_by = super::earliest(started + t.first_byte, call.deadline);
+    let total_by = super::earliest(started + t.total, call.deadline);
+    let accept = "application/json";
+    let resp = send_to(dep, key, url, accept, body, call, first_byte_by, total_by).await?;
+    let bytes = read_body(resp.into_body(), MAX_ANSWER, first_byte_by, total_by).await?;
+    Ok((bytes, started.elapsed()))
+}
+
 /// [`send`] to one of the deployment's other URLs (embeddings, token
 /// counting): the same auth, headers, timeouts and error classification.
 #[expect(clippy::too_many_arguments, reason = "one call per attempt kind")]

@@ -26,6 +26,15 @@ use switchyard_protocol::passthrough::Fields;
 use crate::error::GatewayError;
 pub use facts::Facts;
 
+/// Seconds since the Unix epoch (`created` / `created_at` of answers the
+/// gateway writes).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
 /// The client-facing dialects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Door {

@@ -205,7 +205,11 @@ impl StreamEncoder {
                         id.clone()
                     },
                     model: model.clone(),
-                    created: if *created == 0 { now_secs() } else { *created },
+                    created: if *created == 0 {
+                        crate::doors::unix_now()
+                    } else {
+                        *created
+                    },
                 };
             }
             // Usage goes out once, last, and only if the client asked for it.
@@ -233,11 +237,4 @@ impl StreamEncoder {
         out.extend_from_slice(DONE_FRAME);
         out.freeze()
     }
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }

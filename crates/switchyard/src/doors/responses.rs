@@ -201,7 +201,7 @@ impl ResponsesIn<'_> {
 
     pub fn encoder(&self) -> StreamEncoder {
         StreamEncoder {
-            enc: rs::StreamEncoder::new(&self.id, now_secs(), &self.extras()),
+            enc: rs::StreamEncoder::new(&self.id, crate::doors::unix_now(), &self.extras()),
             extras: self.extras(),
             remember: self.remember.clone(),
             prefix: String::new(),
@@ -252,7 +252,7 @@ pub fn fresh_encoder() -> StreamEncoder {
     let extras = Arc::new(ResponsesExtras::default());
     let id = format!("resp_{:032x}", rand::random::<u128>());
     StreamEncoder {
-        enc: rs::StreamEncoder::new(&id, now_secs(), &extras),
+        enc: rs::StreamEncoder::new(&id, crate::doors::unix_now(), &extras),
         extras,
         remember: None,
         prefix: String::new(),
@@ -376,11 +376,4 @@ fn join(frames: Vec<Bytes>) -> Bytes {
     let mut out = BytesMut::new();
     frames.iter().for_each(|f| out.extend_from_slice(f));
     out.freeze()
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }

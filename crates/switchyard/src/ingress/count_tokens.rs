@@ -27,17 +27,12 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {
-        let client = super::auth::authenticate(&live, &headers)?;
-        ctx.client = client.map(|c| c.id.clone());
-        let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
+        let (client, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
         let text = super::body::utf8(&bytes)?;
         let fields = passthrough::parse_object(text).map_err(|m| GatewayError::invalid(None, m))?;
         let ir = an::decode_count_fields(&fields)
             .map_err(|e| GatewayError::invalid(e.param, e.message))?;
         let inbound = Inbound::Anthropic { fields, ir };
-        if ctx.wants_input_hash() {
-            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
-        }
         let model = inbound.model();
         ctx.model = Some(model.to_owned());
         let facts = Facts::read(&inbound, &headers, &live.config.task_rules);

@@ -23,13 +23,8 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {
-        let client = super::auth::authenticate(&live, &headers)?;
-        ctx.client = client.map(|c| c.id.clone());
-        let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
+        let (client, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
         let req = embeddings::decode(super::body::utf8(&bytes)?)?;
-        if ctx.wants_input_hash() {
-            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
-        }
         ctx.model = Some(req.model.clone());
         let facts = Facts {
             must_declare: Capabilities::from_iter([Capability::Embeddings]),

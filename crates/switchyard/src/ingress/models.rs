@@ -79,7 +79,7 @@ pub async fn list(State(app): State<App>, headers: HeaderMap) -> Response {
             data: entries.iter().map(openai).collect(),
         }),
     };
-    json(body.unwrap_or_default(), &request_id(&headers))
+    respond::plain_json(Body::from(body.unwrap_or_default()), &request_id(&headers))
 }
 
 pub async fn retrieve(
@@ -107,7 +107,7 @@ pub async fn retrieve(
         Door::AnthropicMessages => serde_json::to_vec(&anthropic(entry)),
         Door::OpenAiChat | Door::Responses => serde_json::to_vec(&openai(entry)),
     };
-    json(body.unwrap_or_default(), &rid)
+    respond::plain_json(Body::from(body.unwrap_or_default()), &rid)
 }
 
 fn door_of(headers: &HeaderMap) -> Door {
@@ -165,17 +165,4 @@ fn anthropic(e: &Entry) -> AnthropicModel<'_> {
         max_input_tokens: e.context_window,
         max_tokens: e.max_output_tokens,
     }
-}
-
-fn json(body: Vec<u8>, rid: &str) -> Response {
-    let mut resp = Response::new(Body::from(body));
-    let h = resp.headers_mut();
-    h.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    if let Ok(v) = http::HeaderValue::from_str(rid) {
-        h.insert(crate::names::X_REQUEST_ID.clone(), v);
-    }
-    resp
 }

@@ -31,15 +31,10 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result = async {
-        let client = super::auth::authenticate(&live, &headers)?;
-        ctx.client = client.map(|c| c.id.clone());
-        let bytes = super::body::read(body, &headers, live.config.server.max_body).await?;
+        let (client, bytes) = admit(&live, &headers, body, &mut ctx).await?;
         let mut inbound = door.decode(super::body::utf8(&bytes)?)?;
         if let Inbound::Responses(r) = &mut inbound {
             r.prepare(&app.responses, ctx.client.as_deref());
-        }
-        if ctx.wants_input_hash() {
-            ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
         }
         run(&live, &headers, client, &inbound, bytes.clone(), &mut ctx).await
     }
@@ -48,6 +43,23 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
         Ok(ready) => deliver(ready, ctx, &rid),
         Err(e) => fail(&live, door, &e, ctx, &rid),
     }
+}
+
+/// What every client request starts with: the caller authenticated, the
+/// body read within `max_body` (and hashed when the log wants it).
+pub(crate) async fn admit<'l>(
+    live: &'l Live,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    ctx: &mut RequestCtx,
+) -> Result<(Option<&'l Client>, Bytes), GatewayError> {
+    let client = super::auth::authenticate(live, headers)?;
+    ctx.client = client.map(|c| c.id.clone());
+    let bytes = super::body::read(body, headers, live.config.server.max_body).await?;
+    if ctx.wants_input_hash() {
+        ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
+    }
+    Ok((client, bytes))
 }
 
 pub struct Ready {

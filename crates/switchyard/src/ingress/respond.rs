@@ -77,6 +77,15 @@ pub fn json(body: Bytes, s: &ServedHeaders<'_>) -> Response {
     )
 }
 
+/// A gateway-made JSON body (catalogue, stored response) with `x-request-id`.
+pub fn plain_json(body: axum::body::Body, request_id: &str) -> Response {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    set(h, &names::X_REQUEST_ID, request_id);
+    resp
+}
+
 /// A count as a header value; the usual small ones without an allocation.
 fn attempts_value(n: usize) -> HeaderValue {
     const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];

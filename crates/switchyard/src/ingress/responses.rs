@@ -29,7 +29,7 @@ pub async fn retrieve(
         Err(e) => return respond::error(Door::Responses, &e, &rid),
     };
     match app.responses.get(&key) {
-        Some(s) => json(Body::from(s.body), &rid),
+        Some(s) => respond::plain_json(Body::from(s.body), &rid),
         None => respond::error(Door::Responses, &not_found(&id), &rid),
     }
 }
@@ -48,7 +48,7 @@ pub async fn delete(
         return respond::error(Door::Responses, &not_found(&id), &rid);
     }
     let body = serde_json::json!({"id": id, "object": "response", "deleted": true});
-    json(Body::from(body.to_string()), &rid)
+    respond::plain_json(Body::from(body.to_string()), &rid)
 }
 
 /// The caller's client id (`None` on an open gateway).
@@ -62,17 +62,4 @@ fn not_found(id: &str) -> GatewayError {
         format!("Response with id '{id}' not found."),
     )
     .with_param("id")
-}
-
-fn json(body: Body, rid: &str) -> Response {
-    let mut resp = Response::new(body);
-    let h = resp.headers_mut();
-    h.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    if let Ok(v) = http::HeaderValue::from_str(rid) {
-        h.insert(crate::names::X_REQUEST_ID.clone(), v);
-    }
-    resp
 }
