@@ -61,7 +61,10 @@ fn route(method: &Method, path: &str) -> Route {
             return api(Proto::OpenAi, Op::Chat, None, false)
         }
         "/v1/embeddings" | "/embeddings" => return api(Proto::OpenAi, Op::Embed, None, false),
-        "/v1/responses" | "/responses" => return api(Proto::Responses, Op::Chat, None, false),
+        // Azure OpenAI v1 serves the Responses API at /openai/v1/responses.
+        "/v1/responses" | "/responses" | "/openai/v1/responses" => {
+            return api(Proto::Responses, Op::Chat, None, false)
+        }
         "/v1/responses/input_tokens" | "/responses/input_tokens" => {
             return api(Proto::Responses, Op::Count, None, false)
         }

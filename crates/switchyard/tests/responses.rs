@@ -22,6 +22,7 @@ models:
   - { id: an/claude, provider: an, model: claude-sonnet-4-5, max_output_tokens: 2048 }
   - { id: gm/gemini, provider: gm, model: gemini-2.5-flash, max_output_tokens: 4096 }
   - { id: az/gpt, provider: az, model: my-gpt4o }
+  - { id: az/resp, provider: az, model: my-gpt5, capabilities: [tools, streaming, responses] }
 routes:
   chat: { targets: [oa/gpt], on_stream_interrupt: error }
 "#;
@@ -479,6 +480,15 @@ async fn a_responses_deployment_gets_the_request_as_it_came() {
     let mut expected = body.clone();
     expected["model"] = json!("gpt-5.5");
     assert_eq!(sent, expected);
+    // Azure's Responses API: the resource's /openai/v1/responses, the
+    // deployment named in the body, the key in `api-key`.
+    let mut az = body.clone();
+    az["model"] = json!("az/resp");
+    assert_eq!(create(&h, az).await.status(), 200);
+    let rec = h.mock.requests().last().unwrap().clone();
+    assert_eq!(rec.path_and_query, "/openai/v1/responses");
+    assert_eq!(rec.json.as_ref().unwrap()["model"], "my-gpt5");
+    assert!(rec.header("api-key").is_some());
     // The same request to a translating deployment cannot be expressed.
     let mut other = body.clone();
     other["model"] = json!("oa/gpt");
@@ -497,7 +507,7 @@ async fn a_responses_deployment_gets_the_request_as_it_came() {
     let evs = events(&sse);
     assert_well_numbered(&evs, &sse);
     assert_eq!(evs.last().unwrap().0, "response.completed");
-    let d = h.decision(2).await;
+    let d = h.decision(3).await;
     assert_eq!(
         d["tokens"]["output"],
         evs.last().unwrap().1["response"]["usage"]["output_tokens"],
