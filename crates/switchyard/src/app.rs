@@ -22,7 +22,6 @@ use crate::ingress;
 use std::sync::Arc;
 
 use crate::observe::ctx::RequestCtx;
-use crate::observe::decision_log::DecisionSink;
 use crate::observe::metrics::Metrics;
 use crate::state::live::Live;
 use crate::state::live::SharedLive;
@@ -30,7 +29,8 @@ use crate::state::live::SharedLive;
 #[derive(Clone)]
 pub struct App {
     pub live: SharedLive,
-    pub decisions: DecisionSink,
+    /// Where every finished request goes (decision log, metrics).
+    pub sinks: crate::sinks::Sinks,
     /// Where `POST /admin/reload` and SIGHUP read the config from.
     pub config_path: Option<Arc<Path>>,
     pub metrics: Arc<Metrics>,
@@ -50,8 +50,7 @@ impl App {
             request_id.to_owned(),
             crate::ingress::trace_id(headers),
             live.version.clone(),
-            self.decisions.clone(),
-            Some(self.metrics.clone()),
+            self.sinks.clone(),
         )
     }
 }

@@ -29,5 +29,6 @@ pub mod error;
 pub mod names;
 pub mod observe;
 pub mod server;
+pub mod sinks;
 pub mod state;
 pub mod tokenize;

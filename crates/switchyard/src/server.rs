@@ -85,11 +85,15 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let store = Arc::new(MemoryStore::new());
     let registry = Arc::new(Registry::new(store.clone()));
     let live = Live::build(config, &registry)?;
+    let metrics: Arc<crate::observe::metrics::Metrics> = Default::default();
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
-        decisions: opts.decisions,
+        sinks: crate::sinks::Sinks::new(vec![
+            Arc::new(crate::sinks::metrics::MetricsSink(metrics.clone())),
+            Arc::new(opts.decisions),
+        ]),
         config_path: opts.config_path.map(Arc::from),
-        metrics: Default::default(),
+        metrics,
         responses: Arc::new(crate::state::responses::MemoryResponses::default()),
     };
     let shutdown = CancellationToken::new();

@@ -1,6 +1,7 @@
 //! `RequestCtx` rides along a request from the door to the last stream byte
-//! and writes its decision-log line exactly once: on `finish`, or on drop when
-//! the client went away first.
+//! and is the one record of it: on `finish`, or on drop when the client went
+//! away first, it is handed once to every sink (`crate::sinks`: the decision
+//! log, the metrics).
 
 use std::time::{Duration, SystemTime};
 
@@ -8,22 +9,11 @@ use serde::Serialize;
 use switchyard_protocol::ir::Usage;
 use tokio::time::Instant;
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::Histogram;
-
-use super::decision_log::DecisionSink;
-use super::metrics::{
-    AttemptLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels, RouteLabels,
-    ScopeLabels, TokenLabels,
-};
 use crate::config::Pricing;
 use crate::error::GatewayError;
+use crate::sinks::Sinks;
 
 #[derive(Debug, Serialize)]
 pub struct AttemptLog {
@@ -168,12 +158,11 @@ pub struct RequestCtx {
     pub duration_ms: f64,
     #[serde(skip)]
     started: Instant,
+    /// Where the finished request goes (decision log, metrics, …).
     #[serde(skip)]
-    sink: DecisionSink,
+    sinks: Sinks,
     #[serde(skip)]
     emitted: bool,
-    #[serde(skip)]
-    metrics: Option<Arc<Metrics>>,
     /// The stream broke after its first byte reached the client.
     #[serde(skip)]
     pub interrupted: bool,
@@ -184,12 +173,9 @@ impl RequestCtx {
         request_id: String,
         trace_id: Option<String>,
         config_version: Arc<str>,
-        sink: DecisionSink,
-        metrics: Option<Arc<Metrics>>,
+        sinks: Sinks,
     ) -> Self {
-        if let Some(m) = &metrics {
-            m.inflight.inc();
-        }
+        sinks.started();
         RequestCtx {
             ts: SystemTime::now(),
             request_id,
@@ -220,15 +206,14 @@ impl RequestCtx {
             client_rejected: false,
             duration_ms: 0.0,
             started: Instant::now(),
-            sink,
+            sinks,
             emitted: false,
-            metrics,
             interrupted: false,
         }
     }
 
     pub fn wants_input_hash(&self) -> bool {
-        self.sink.is_on()
+        self.sinks.wants_input_hash()
     }
 
     /// Record usage and price it.
@@ -249,250 +234,10 @@ impl RequestCtx {
         self.status = status;
         self.error = error.map(|e| e.code.as_str());
         self.duration_ms = ms(self.started.elapsed());
-        if let Some(m) = self.metrics.take() {
-            self.record(&m);
-        }
-        if self.sink.is_on() {
-            let this = &*self;
-            this.sink.write_with(|buf| {
-                this.write_line(buf);
-                Ok::<(), std::convert::Infallible>(())
-            });
-        }
-    }
-}
-
-impl RequestCtx {
-    /// The request's contribution to the Prometheus metrics, written once.
-    fn record(&self, m: &Arc<Metrics>) {
-        m.inflight.dec();
-        if self.record_hot(m) {
-            return;
-        }
-        let none = || Name(Arc::from(""));
-        let route = self.route.clone().map_or_else(none, Name);
-        let deployment = self.selected.clone().map_or_else(none, Name);
-        let stream = if self.stream { "true" } else { "false" };
-        let status = match (self.error, self.status) {
-            (Some(code), _) => code,
-            (None, 200) => "200",
-            (None, 499) => "499",
-            (None, _) => "other",
-        };
-        m.requests
-            .get_or_create(&RequestLabels {
-                route: route.clone(),
-                deployment: deployment.clone(),
-                status,
-                stream,
-            })
-            .inc();
-        m.duration
-            .get_or_create(&RouteLabels { route, stream })
-            .observe(self.duration_ms / 1e3);
-        for a in self.attempts.iter().filter(|a| a.sent) {
-            let labels = AttemptLabels {
-                deployment: Name(a.deployment.clone()),
-                provider: Name(a.provider.clone()),
-                code: a.outcome,
-            };
-            m.attempts.get_or_create(&labels).inc();
-        }
-        if self.client_rejected {
-            m.ratelimit_rejections
-                .get_or_create(&ScopeLabels { scope: "client" })
-                .inc();
-        }
-        if self.limit_rejections > 0 {
-            m.ratelimit_rejections
-                .get_or_create(&ScopeLabels {
-                    scope: "deployment",
-                })
-                .inc_by(u64::from(self.limit_rejections));
-        }
-        // A retry is an attempt sent to the same deployment as the one before.
-        for pair in self.attempts.windows(2) {
-            if pair[1].sent && pair[0].sent && pair[0].deployment == pair[1].deployment {
-                m.retries
-                    .get_or_create(&DeploymentLabels {
-                        deployment: Name(pair[1].deployment.clone()),
-                    })
-                    .inc();
-            }
-        }
-        if let Some(reason) = self.fallback_reason {
-            m.fallbacks.get_or_create(&ReasonLabels { reason }).inc();
-        }
-        if deployment.0.is_empty() {
-            return;
-        }
-        let dep = DeploymentLabels {
-            deployment: deployment.clone(),
-        };
-        if let Some(ttfb) = self.attempts.iter().rev().find_map(|a| a.ttfb_ms) {
-            m.ttft.get_or_create(&dep).observe(ttfb / 1e3);
-        }
-        for (kind, n) in [
-            ("input", self.tokens.input),
-            ("output", self.tokens.output),
-            ("cached_input", self.tokens.cached),
-        ] {
-            if n > 0 {
-                m.tokens
-                    .get_or_create(&TokenLabels {
-                        deployment: deployment.clone(),
-                        kind,
-                    })
-                    .inc_by(n);
-            }
-        }
-        if let Some(c) = self.cost_usd {
-            m.cost_usd.get_or_create(&dep).inc_by(c);
-        }
-        if self.skipped_events > 0 {
-            m.events_skipped
-                .get_or_create(&dep)
-                .inc_by(u64::from(self.skipped_events));
-        }
-        if self.interrupted {
-            m.stream_interruptions.get_or_create(&dep).inc();
-        }
-    }
-}
-
-/// One plain success's metric handles (requests, duration, the attempt,
-/// ttft, tokens, cost) for a (gateway, route, deployment, provider, stream),
-/// cached per thread: the common case records without hashing label sets or
-/// taking the families' locks. The entry holds the `Arc`s its key is made of,
-/// so their addresses cannot be reused for other names while it lives.
-struct Hot {
-    _pins: (Arc<Metrics>, Arc<str>, Arc<str>, Arc<str>),
-    requests: Counter,
-    duration: Histogram,
-    attempt: Counter,
-    ttft: Histogram,
-    tokens: [Counter; 3],
-    cost: Counter<f64, AtomicU64>,
-}
-
-type HotKey = (usize, usize, usize, usize, bool);
-
-thread_local! {
-    static HOT: RefCell<HashMap<HotKey, Rc<Hot>, foldhash::fast::FixedState>> =
-        RefCell::new(HashMap::default());
-}
-
-/// Entries per thread before the cache starts over (reloads leave old ones).
-const HOT_MAX: usize = 512;
-
-impl Hot {
-    fn new(
-        m: &Arc<Metrics>,
-        route: &Arc<str>,
-        dep: &Arc<str>,
-        provider: &Arc<str>,
-        stream: bool,
-    ) -> Hot {
-        let stream = if stream { "true" } else { "false" };
-        let d = DeploymentLabels {
-            deployment: Name(dep.clone()),
-        };
-        let token = |kind| {
-            m.tokens
-                .get_or_create(&TokenLabels {
-                    deployment: Name(dep.clone()),
-                    kind,
-                })
-                .clone()
-        };
-        Hot {
-            _pins: (m.clone(), route.clone(), dep.clone(), provider.clone()),
-            requests: m
-                .requests
-                .get_or_create(&RequestLabels {
-                    route: Name(route.clone()),
-                    deployment: Name(dep.clone()),
-                    status: "200",
-                    stream,
-                })
-                .clone(),
-            duration: m
-                .duration
-                .get_or_create(&RouteLabels {
-                    route: Name(route.clone()),
-                    stream,
-                })
-                .clone(),
-            attempt: m
-                .attempts
-                .get_or_create(&AttemptLabels {
-                    deployment: Name(dep.clone()),
-                    provider: Name(provider.clone()),
-                    code: "ok",
-                })
-                .clone(),
-            ttft: m.ttft.get_or_create(&d).clone(),
-            tokens: [token("input"), token("output"), token("cached_input")],
-            cost: m.cost_usd.get_or_create(&d).clone(),
-        }
-    }
-}
-
-impl RequestCtx {
-    /// A request served by its first attempt with nothing unusual: recorded
-    /// through the thread's cached handles. False when it needs the full path.
-    fn record_hot(&self, m: &Arc<Metrics>) -> bool {
-        let ([a], Some(route), Some(dep)) = (&self.attempts[..], &self.route, &self.selected)
-        else {
-            return false;
-        };
-        let plain = self.error.is_none()
-            && self.status == 200
-            && a.sent
-            && a.outcome == "ok"
-            && !self.client_rejected
-            && self.limit_rejections == 0
-            && self.fallback_reason.is_none()
-            && self.skipped_events == 0
-            && !self.interrupted
-            && Arc::ptr_eq(&a.deployment, dep);
-        if !plain {
-            return false;
-        }
-        let key = (
-            Arc::as_ptr(m) as usize,
-            Arc::as_ptr(route).cast::<u8>() as usize,
-            Arc::as_ptr(dep).cast::<u8>() as usize,
-            Arc::as_ptr(&a.provider).cast::<u8>() as usize,
-            self.stream,
-        );
-        let hot = HOT.with_borrow_mut(|cache| {
-            if let Some(h) = cache.get(&key) {
-                return h.clone();
-            }
-            if cache.len() >= HOT_MAX {
-                cache.clear();
-            }
-            let h = Rc::new(Hot::new(m, route, dep, &a.provider, self.stream));
-            cache.insert(key, h.clone());
-            h
-        });
-        hot.requests.inc();
-        hot.duration.observe(self.duration_ms / 1e3);
-        hot.attempt.inc();
-        if let Some(ttfb) = a.ttfb_ms {
-            hot.ttft.observe(ttfb / 1e3);
-        }
-        let t = &self.tokens;
-        for (counter, n) in hot.tokens.iter().zip([t.input, t.output, t.cached]) {
-            if n > 0 {
-                counter.inc_by(n);
-            }
-        }
-        if let Some(c) = self.cost_usd {
-            hot.cost.inc_by(c);
-        }
-        true
+        // Each sink sees the whole record once; none blocks (the decision
+        // log is buffered, metrics are atomics).
+        let sinks = std::mem::take(&mut self.sinks);
+        sinks.finished(self);
     }
 }
 

@@ -197,7 +197,6 @@ mod tests {
 
     use super::*;
     use crate::error::{ErrorCode, GatewayError};
-    use crate::observe::decision_log::DecisionSink;
 
     fn serde_line(ctx: &RequestCtx) -> String {
         serde_json::to_string(ctx).unwrap()
@@ -214,8 +213,7 @@ mod tests {
             "req_\"odd\\id\u{1}".into(),
             None,
             Arc::from("v1"),
-            DecisionSink::Off,
-            None,
+            crate::sinks::Sinks::default(),
         )
     }
 
