@@ -26,6 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod governance;
 pub mod names;
 pub mod observe;
 pub mod server;

@@ -1,18 +1,19 @@
 //! Virtual keys: `Authorization: Bearer <key>` or `x-api-key: <key>`, looked up
-//! by sha256 (keys are never stored in clear), then the client's allowed routes.
+//! by sha256 (keys are never stored in clear) to the request's principal
+//! (client and key id), then the client's allowed routes.
 
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use crate::config::Client;
 use crate::error::{ErrorCode, GatewayError};
+use crate::governance::Principal;
 use crate::state::live::{Live, Target};
 
 /// `Ok(None)` when the gateway is open (no `clients:` section).
 pub fn authenticate<'l>(
     live: &'l Live,
     headers: &HeaderMap,
-) -> Result<Option<&'l Client>, GatewayError> {
+) -> Result<Option<Principal<'l>>, GatewayError> {
     let Some(clients) = &live.config.clients else {
         return Ok(None);
     };
@@ -25,7 +26,12 @@ pub fn authenticate<'l>(
     let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
     live.clients_by_key
         .get(&digest)
-        .and_then(|i| clients.get(*i))
+        .and_then(|(i, key_id)| {
+            clients.get(*i).map(|client| Principal {
+                client,
+                key_id: key_id.clone(),
+            })
+        })
         .map(Some)
         .ok_or_else(|| GatewayError::client(ErrorCode::AuthFailed, "invalid API key"))
 }
@@ -51,22 +57,22 @@ fn presented_key(headers: &HeaderMap) -> Option<&str> {
 
 /// May this client use what `model` names?
 pub fn authorize(
-    client: Option<&Client>,
+    who: Option<&Principal<'_>>,
     model: &str,
     target: &Target<'_>,
 ) -> Result<(), GatewayError> {
-    if may_use(client, model, target) {
+    if may_use(who, model, target) {
         return Ok(());
     }
-    let who = client.map_or("this client", |c| c.id.as_str());
+    let who = who.map_or("this client", |p| p.client_id());
     Err(GatewayError::client(
         ErrorCode::Forbidden,
         format!("{who} may not use model `{model}`"),
     ))
 }
 
-pub fn may_use(client: Option<&Client>, model: &str, target: &Target<'_>) -> bool {
-    let Some(allowed) = client.and_then(|c| c.routes.as_ref()) else {
+pub fn may_use(who: Option<&Principal<'_>>, model: &str, target: &Target<'_>) -> bool {
+    let Some(allowed) = who.and_then(|p| p.client.routes.as_ref()) else {
         return true;
     };
     allowed.iter().any(|a| {

@@ -27,7 +27,7 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {
-        let (client, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
+        let (who, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
         let text = super::body::utf8(&bytes)?;
         let fields = passthrough::parse_object(text).map_err(|m| GatewayError::invalid(None, m))?;
         let ir = an::decode_count_fields(&fields)
@@ -37,7 +37,7 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
         ctx.model = Some(model.to_owned());
         let facts = Facts::read(&inbound, &headers, &live.config.task_rules);
         // Counting generates nothing: it takes a request from rpm, no tokens.
-        let planned = pipeline::prepare(&live, client, model, &facts, 0, &mut ctx)?;
+        let planned = pipeline::prepare(&live, who.as_ref(), model, &facts, 0, &mut ctx)?;
         let call = CallInfo {
             traceparent: headers.get(&crate::names::TRACEPARENT).cloned(),
             deadline: planned

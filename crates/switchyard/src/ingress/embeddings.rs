@@ -23,7 +23,7 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {
-        let (client, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
+        let (who, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
         let req = embeddings::decode(super::body::utf8(&bytes)?)?;
         ctx.model = Some(req.model.clone());
         let facts = Facts {
@@ -34,7 +34,8 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
             ..Facts::default()
         };
         let estimate = req.estimated_tokens();
-        let planned = pipeline::prepare(&live, client, &req.model, &facts, estimate, &mut ctx)?;
+        let planned =
+            pipeline::prepare(&live, who.as_ref(), &req.model, &facts, estimate, &mut ctx)?;
         let call = CallInfo {
             traceparent: headers.get(&crate::names::TRACEPARENT).cloned(),
             deadline: planned

@@ -120,10 +120,10 @@ fn door_of(headers: &HeaderMap) -> Door {
 
 /// Routes first, then deployments in config order, that this caller may use.
 fn visible(live: &Live, headers: &HeaderMap) -> Result<Vec<Entry>, GatewayError> {
-    let client = auth::authenticate(live, headers)?;
+    let who = auth::authenticate(live, headers)?;
     let mut out = Vec::new();
     for r in live.config.routes.values() {
-        if auth::may_use(client, &r.name, &Target::Route(r)) {
+        if auth::may_use(who.as_ref(), &r.name, &Target::Route(r)) {
             out.push(Entry {
                 id: r.name.clone(),
                 owned_by: "switchyard".into(),
@@ -134,7 +134,7 @@ fn visible(live: &Live, headers: &HeaderMap) -> Result<Vec<Entry>, GatewayError>
     }
     for id in &live.config.deployment_order {
         if let Some(d) = live.deployments.get(id) {
-            if auth::may_use(client, id, &Target::Deployment(d)) {
+            if auth::may_use(who.as_ref(), id, &Target::Deployment(d)) {
                 out.push(Entry {
                     id: id.clone(),
                     owned_by: d.cfg.provider.clone(),

@@ -14,8 +14,9 @@ use crate::app::App;
 use crate::doors::{Door, Inbound};
 use bytes::Bytes;
 
-use crate::config::{Client, StreamInterrupt};
+use crate::config::StreamInterrupt;
 use crate::error::{ErrorCode, GatewayError};
+use crate::governance::Principal;
 use crate::observe::ctx::{CandidateLog, RequestCtx};
 use crate::reliability::resume::Resume;
 use crate::reliability::{self, Served};
@@ -31,12 +32,20 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result = async {
-        let (client, bytes) = admit(&live, &headers, body, &mut ctx).await?;
+        let (who, bytes) = admit(&live, &headers, body, &mut ctx).await?;
         let mut inbound = door.decode(super::body::utf8(&bytes)?)?;
         if let Inbound::Responses(r) = &mut inbound {
             r.prepare(&app.responses, ctx.client.as_deref());
         }
-        run(&live, &headers, client, &inbound, bytes.clone(), &mut ctx).await
+        run(
+            &live,
+            &headers,
+            who.as_ref(),
+            &inbound,
+            bytes.clone(),
+            &mut ctx,
+        )
+        .await
     }
     .await;
     match result {
@@ -52,14 +61,17 @@ pub(crate) async fn admit<'l>(
     headers: &HeaderMap,
     body: axum::body::Body,
     ctx: &mut RequestCtx,
-) -> Result<(Option<&'l Client>, Bytes), GatewayError> {
-    let client = super::auth::authenticate(live, headers)?;
-    ctx.client = client.map(|c| c.id.clone());
+) -> Result<(Option<Principal<'l>>, Bytes), GatewayError> {
+    let who = super::auth::authenticate(live, headers)?;
+    if let Some(p) = &who {
+        ctx.client = Some(p.client.id.clone());
+        ctx.key_id = Some(p.key_id.clone());
+    }
     let bytes = super::body::read(body, headers, live.config.server.max_body).await?;
     if ctx.wants_input_hash() {
         ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
     }
-    Ok((client, bytes))
+    Ok((who, bytes))
 }
 
 pub struct Ready {
@@ -72,7 +84,7 @@ pub struct Ready {
 pub async fn run(
     live: &Arc<Live>,
     headers: &HeaderMap,
-    client: Option<&Client>,
+    who: Option<&Principal<'_>>,
     inbound: &Inbound<'_>,
     body: Bytes,
     ctx: &mut RequestCtx,
@@ -81,7 +93,7 @@ pub async fn run(
     ctx.model = Some(model.to_owned());
     ctx.stream = inbound.stream();
     let facts = Facts::read(inbound, headers, &live.config.task_rules);
-    let planned = prepare(live, client, model, &facts, facts.estimated_total(), ctx)?;
+    let planned = prepare(live, who, model, &facts, facts.estimated_total(), ctx)?;
     let (plan, route) = (&planned.plan, planned.route);
     let started = Instant::now();
     let call = CallInfo {
@@ -147,7 +159,7 @@ pub(crate) struct Planned<'l> {
 /// rpm/tpm (`estimate` tokens), and plan the candidates (logged in `ctx`).
 pub(crate) fn prepare<'l>(
     live: &'l Live,
-    client: Option<&Client>,
+    who: Option<&Principal<'_>>,
     model: &str,
     facts: &Facts,
     estimate: u64,
@@ -159,8 +171,8 @@ pub(crate) fn prepare<'l>(
             format!("unknown model `{model}`: GET /v1/models lists the routes and deployments you can use"),
         )
     })?;
-    super::auth::authorize(client, model, &target)?;
-    let client_reservation = client_limits(live, client, estimate, ctx)?;
+    super::auth::authorize(who, model, &target)?;
+    let client_reservation = client_limits(live, who, estimate, ctx)?;
     let plan = route::plan(live, &target, facts, Instant::now())?;
     ctx.route = plan.route.clone();
     ctx.decision_reason = Some(plan.reason);
@@ -231,11 +243,14 @@ pub(crate) fn anthropic_beta(headers: &HeaderMap) -> Option<http::HeaderValue> {
 /// with Retry-After when spent.
 fn client_limits(
     live: &Live,
-    client: Option<&Client>,
+    who: Option<&Principal<'_>>,
     estimate: u64,
     ctx: &mut RequestCtx,
 ) -> Result<Option<crate::reliability::limits::Reservation>, GatewayError> {
-    let Some(c) = client.filter(|c| c.rpm.is_some() || c.tpm.is_some()) else {
+    let Some(c) = who
+        .map(|p| p.client)
+        .filter(|c| c.rpm.is_some() || c.tpm.is_some())
+    else {
         return Ok(None);
     };
     let Some(limits) = live.registry.client(&c.id) else {

@@ -53,7 +53,7 @@ pub async fn delete(
 
 /// The caller's client id (`None` on an open gateway).
 fn authenticated(app: &App, headers: &HeaderMap) -> Result<Option<String>, GatewayError> {
-    auth::authenticate(&app.live.load(), headers).map(|c| c.map(|c| c.id.clone()))
+    auth::authenticate(&app.live.load(), headers).map(|p| p.map(|p| p.client.id.clone()))
 }
 
 fn not_found(id: &str) -> GatewayError {

@@ -122,6 +122,9 @@ pub struct RequestCtx {
     pub request_id: String,
     pub trace_id: Option<String>,
     pub client: Option<String>,
+    /// Which of the client's keys (never the key itself).
+    #[serde(skip)]
+    pub key_id: Option<Arc<str>>,
     pub route: Option<Arc<str>>,
     /// The request's task (header or task rule), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -181,6 +184,7 @@ impl RequestCtx {
             request_id,
             trace_id,
             client: None,
+            key_id: None,
             route: None,
             task: None,
             model: None,

@@ -23,8 +23,8 @@ pub struct Live {
     /// Route names, shared with logs and metric labels.
     pub route_names: HashMap<String, Arc<str>>,
     pub deployments: HashMap<String, Arc<DeploymentRt>>,
-    /// sha256(virtual key) → index into `config.clients`.
-    pub clients_by_key: HashMap<[u8; 32], usize>,
+    /// sha256(virtual key) → index into `config.clients` and the key's id.
+    pub clients_by_key: HashMap<[u8; 32], (usize, Arc<str>)>,
 }
 
 pub struct ProviderRt {
@@ -101,7 +101,10 @@ impl Live {
             .iter()
             .flatten()
             .enumerate()
-            .map(|(i, c)| (c.key_sha256, i))
+            .map(|(i, c)| {
+                let id = crate::governance::principal::config_key_id(&c.key_sha256);
+                (c.key_sha256, (i, id))
+            })
             .collect();
         let route_names = config
             .routes
