@@ -260,6 +260,9 @@ pub struct Pricing {
     pub output: f64,
     /// Defaults to `input` when absent.
     pub cached_input: Option<f64>,
+    /// Prompt tokens written to the provider's cache (Anthropic's
+    /// `cache_creation_input_tokens`); defaults to `input` when absent.
+    pub cache_write: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

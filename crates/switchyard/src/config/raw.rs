@@ -12,7 +12,10 @@ use super::Diags;
 
 type Opt<T> = Option<Sp<T>>;
 /// A small mapping of three optional numbers, with where it sits.
+/// Three numbers with where they sit (`weights: { health, latency, cost }`).
 pub type Trio = (At, Opt<f64>, Opt<f64>, Opt<f64>);
+/// `pricing: { input, output, cached_input, cache_write }`, with where it sits.
+pub type RawPricing = (At, Opt<f64>, Opt<f64>, Opt<f64>, Opt<f64>);
 /// `retry: { attempts, base, max }`, with where it sits.
 pub type RawRetry = (At, Opt<u32>, Opt<Duration>, Opt<Duration>);
 
@@ -109,8 +112,7 @@ pub struct RawModel {
     pub context_window: Opt<u32>,
     pub max_output_tokens: Opt<u32>,
     pub capabilities: Vec<Sp<Capability>>,
-    /// `(at, input, output, cached_input)`
-    pub pricing: Option<Trio>,
+    pub pricing: Option<RawPricing>,
     pub region: Opt<String>,
 }
 

@@ -93,6 +93,7 @@ pub async fn run(
     ctx.model = Some(model.to_owned());
     ctx.stream = inbound.stream();
     let facts = Facts::read(inbound, headers, &live.config.task_rules);
+    ctx.prompt_estimate = facts.prompt_tokens;
     let planned = prepare(live, who, model, &facts, facts.estimated_total(), ctx)?;
     let (plan, route) = (&planned.plan, planned.route);
     let started = Instant::now();

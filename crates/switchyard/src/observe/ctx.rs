@@ -125,6 +125,10 @@ pub struct RequestCtx {
     /// Which of the client's keys (never the key itself).
     #[serde(skip)]
     pub key_id: Option<Arc<str>>,
+    /// The prompt's estimated tokens (what a call that reported no usage is
+    /// billed for its input).
+    #[serde(skip)]
+    pub prompt_estimate: u64,
     pub route: Option<Arc<str>>,
     /// The request's task (header or task rule), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -185,6 +189,7 @@ impl RequestCtx {
             trace_id,
             client: None,
             key_id: None,
+            prompt_estimate: 0,
             route: None,
             task: None,
             model: None,
@@ -222,12 +227,20 @@ impl RequestCtx {
 
     /// Record usage and price it.
     pub fn set_usage(&mut self, u: &Usage, pricing: Option<&Pricing>) {
-        self.tokens = TokensLog {
-            input: u.input_tokens,
-            output: u.output_tokens,
-            cached: u.cached_input_tokens,
-        };
-        self.cost_usd = pricing.map(|p| cost_usd(u, p));
+        self.tokens = TokensLog::default();
+        self.cost_usd = None;
+        self.add_usage(u, pricing);
+    }
+
+    /// Add one more upstream call's usage and cost (a resumed stream pays
+    /// for every call it made, the broken one included).
+    pub fn add_usage(&mut self, u: &Usage, pricing: Option<&Pricing>) {
+        self.tokens.input += u.input_tokens;
+        self.tokens.output += u.output_tokens;
+        self.tokens.cached += u.cached_input_tokens;
+        if let Some(p) = pricing {
+            *self.cost_usd.get_or_insert(0.0) += cost_usd(u, p);
+        }
     }
 
     pub fn finish(&mut self, status: u16, error: Option<&GatewayError>) {
@@ -263,11 +276,19 @@ pub fn input_hash(body: &[u8]) -> String {
 }
 
 /// USD for the usage under the deployment's per-million-token prices.
+/// USD for `u` at `p` (per million tokens). Input counts every prompt token
+/// (MAPPING §10): cache reads at `cached_input`, cache writes at
+/// `cache_write`, the rest at `input`; reasoning tokens are output tokens.
 pub fn cost_usd(u: &Usage, p: &Pricing) -> f64 {
     let cached = u.cached_input_tokens.min(u.input_tokens);
-    let fresh = u.input_tokens - cached;
+    let written = u.cache_write_tokens.min(u.input_tokens - cached);
+    let fresh = u.input_tokens - cached - written;
     let cached_price = p.cached_input.unwrap_or(p.input);
-    (fresh as f64 * p.input + cached as f64 * cached_price + u.output_tokens as f64 * p.output)
+    let write_price = p.cache_write.unwrap_or(p.input);
+    (fresh as f64 * p.input
+        + cached as f64 * cached_price
+        + written as f64 * write_price
+        + u.output_tokens as f64 * p.output)
         / 1e6
 }
 
@@ -333,11 +354,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cost_counts_each_kind_of_token_at_its_price() {
+        let p = Pricing {
+            input: 3.0,
+            output: 15.0,
+            cached_input: Some(0.3),
+            cache_write: Some(3.75),
+        };
+        // Anthropic's figures in the unified sense: input includes the cache
+        // read (200k) and the cache write (100k); output includes reasoning.
+        let u = Usage {
+            input_tokens: 1_000_000,
+            cached_input_tokens: 200_000,
+            cache_write_tokens: 100_000,
+            output_tokens: 50_000,
+            reasoning_tokens: 20_000,
+        };
+        let want = 0.7 * 3.0 + 0.2 * 0.3 + 0.1 * 3.75 + 0.05 * 15.0;
+        assert!(
+            (cost_usd(&u, &p) - want).abs() < 1e-9,
+            "{}",
+            cost_usd(&u, &p)
+        );
+        // Without their own prices cache reads and writes cost what input does.
+        let plain = Pricing {
+            cached_input: None,
+            cache_write: None,
+            ..p
+        };
+        assert!((cost_usd(&u, &plain) - (1.0 * 3.0 + 0.05 * 15.0)).abs() < 1e-9);
+    }
+
+    #[test]
     fn cost_counts_cached_tokens_at_their_price() {
         let p = Pricing {
             input: 2.5,
             output: 10.0,
             cached_input: Some(1.25),
+            cache_write: None,
         };
         let u = Usage {
             input_tokens: 1_000_000,

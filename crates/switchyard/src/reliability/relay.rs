@@ -26,6 +26,7 @@ use crate::adapters::{silent, Step, UpstreamStream};
 use crate::error::{ErrorCode, GatewayError};
 use crate::observe::ctx::RequestCtx;
 use crate::state::live::DeploymentRt;
+use switchyard_protocol::ir::Usage;
 
 pub struct StreamLimits {
     pub keepalive: Duration,
@@ -116,6 +117,8 @@ pub fn relay(
                 _ => None,
             };
             let Some((mut next, dep)) = next else { break Err(e) };
+            // The broken call was billed by its upstream too.
+            ctx.add_usage(&billed(&upstream.seen, ctx.prompt_estimate), served.cfg.pricing.as_ref());
             resumes += 1;
             prior = text;
             if let Some(first) = next.first.take() {
@@ -125,9 +128,7 @@ pub fn relay(
             served = dep;
             ctx.selected = Some(served.name.clone());
         };
-        if let Some(u) = &upstream.seen.usage {
-            ctx.set_usage(u, served.cfg.pricing.as_ref());
-        }
+        ctx.add_usage(&billed(&upstream.seen, ctx.prompt_estimate), served.cfg.pricing.as_ref());
         ctx.skipped_events = upstream.seen.skipped;
         match end {
             Ok(()) => {
@@ -140,6 +141,18 @@ pub fn relay(
             }
         }
     }
+}
+
+/// What one upstream call of a stream used: its own usage when it sent it,
+/// else (a stream cut before its usage, a server that sends none) the
+/// prompt's estimate and ~4 characters a token of the text it streamed —
+/// never nothing for a call the provider billed (PITFALLS #4).
+fn billed(seen: &crate::adapters::stream::Seen, prompt_estimate: u64) -> Usage {
+    seen.usage.unwrap_or_else(|| Usage {
+        input_tokens: prompt_estimate,
+        output_tokens: seen.text.len().div_ceil(4) as u64,
+        ..Usage::default()
+    })
 }
 
 /// Events that have already arrived go out in one write: each is still sent

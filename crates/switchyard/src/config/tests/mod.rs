@@ -335,7 +335,8 @@ fn full_config_lands_in_the_right_fields() {
         Some(Pricing {
             input: 2.5,
             output: 10.0,
-            cached_input: Some(1.25)
+            cached_input: Some(1.25),
+            cache_write: None,
         })
     );
     assert_eq!(g.region.as_deref(), Some("no"));

@@ -30,13 +30,15 @@ pub fn capability(d: &mut Diags, n: &Node, at: &At) -> Option<Sp<Capability>> {
 
 pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawModel> {
     let m = fields(d, n, at, KEYS)?;
-    let pricing = section(d, &m, "pricing", &["input", "output", "cached_input"]).map(|p| {
+    let keys = ["input", "output", "cached_input", "cache_write"];
+    let pricing = section(d, &m, "pricing", &keys).map(|p| {
         let at = p.at.clone();
         (
             at,
             p.get(d, "input", f::float),
             p.get(d, "output", f::float),
             p.get(d, "cached_input", f::float),
+            p.get(d, "cache_write", f::float),
         )
     });
     Some(RawModel {
@@ -139,21 +141,25 @@ pub fn check(
                 );
             }
         }
-        let pricing = m.pricing.as_ref().map(|(at, input, output, cached)| {
-            for (v, key) in [(input, "input"), (output, "output")] {
-                if v.is_none() {
-                    d.missing(
-                        &field_at(at, key),
-                        format!("missing `{key}` (USD per million tokens)"),
-                    );
+        let pricing = m
+            .pricing
+            .as_ref()
+            .map(|(at, input, output, cached, write)| {
+                for (v, key) in [(input, "input"), (output, "output")] {
+                    if v.is_none() {
+                        d.missing(
+                            &field_at(at, key),
+                            format!("missing `{key}` (USD per million tokens)"),
+                        );
+                    }
                 }
-            }
-            Pricing {
-                input: non_negative(d, input).unwrap_or(0.0),
-                output: non_negative(d, output).unwrap_or(0.0),
-                cached_input: non_negative(d, cached),
-            }
-        });
+                Pricing {
+                    input: non_negative(d, input).unwrap_or(0.0),
+                    output: non_negative(d, output).unwrap_or(0.0),
+                    cached_input: non_negative(d, cached),
+                    cache_write: non_negative(d, write),
+                }
+            });
         // Anthropic has no embeddings API: a deployment there that says it
         // serves embeddings asks for something no build can do.
         let anthropic = providers
