@@ -14,6 +14,17 @@ pub static CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
 pub static COST_USD: HeaderName = HeaderName::from_static("x-switchyard-cost-usd");
 pub static FALLBACK_REASON: HeaderName = HeaderName::from_static("x-switchyard-fallback-reason");
 pub static DROPPED_TOOLS: HeaderName = HeaderName::from_static("x-switchyard-dropped-tools");
+/// OpenAI's rate-limit headers: limit, remaining, reset.
+pub static RATELIMIT_REQUESTS: [HeaderName; 3] = [
+    HeaderName::from_static("x-ratelimit-limit-requests"),
+    HeaderName::from_static("x-ratelimit-remaining-requests"),
+    HeaderName::from_static("x-ratelimit-reset-requests"),
+];
+pub static RATELIMIT_TOKENS: [HeaderName; 3] = [
+    HeaderName::from_static("x-ratelimit-limit-tokens"),
+    HeaderName::from_static("x-ratelimit-remaining-tokens"),
+    HeaderName::from_static("x-ratelimit-reset-tokens"),
+];
 pub static ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 pub static ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
 pub static ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");

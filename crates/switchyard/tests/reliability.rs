@@ -669,3 +669,59 @@ async fn an_open_stream_holds_its_concurrency_slot_until_it_ends() {
     // Once the stream ended, the slot is free again.
     assert_eq!(h.post(chat()).await.status(), 200);
 }
+
+/// A client's and a deployment's tpm count what answers really used, not
+/// what was reserved for them: a request that reserves most of the budget
+/// (its max_tokens) but uses a few tokens leaves room for the next. The
+/// client's answers carry OpenAI's rate-limit headers.
+#[tokio::test]
+async fn tpm_settles_to_real_usage_and_clients_see_their_rate_limit_headers() {
+    let yaml = r#"
+clients:
+  - { id: app, key_env: CLIENT_KEY, rpm: 10, tpm: 1000 }
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1", limits: { tpm: 1000 } }
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+"#;
+    let h = common::start(yaml).await;
+    let send = |stream: bool| {
+        reqwest::Client::new()
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth("client-secret")
+            .json(&json!({"model": "chat", "max_tokens": 900, "stream": stream, "messages": common::user("hi")}))
+            .send()
+    };
+    for (i, stream) in [false, true, false, true].into_iter().enumerate() {
+        let resp = send(stream).await.unwrap();
+        assert_eq!(
+            resp.status(),
+            200,
+            "request {i}: each uses ~7 tokens of its 900 reserved"
+        );
+        let h = resp.headers();
+        assert_eq!(h["x-ratelimit-limit-requests"], "10");
+        assert_eq!(
+            h["x-ratelimit-remaining-requests"],
+            (9 - i).to_string().as_str()
+        );
+        assert_eq!(h["x-ratelimit-limit-tokens"], "1000");
+        let remaining: u64 = h["x-ratelimit-remaining-tokens"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            remaining < 1000 - 900,
+            "request {i}: its own reservation is counted: {remaining}"
+        );
+        assert!(h["x-ratelimit-reset-requests"]
+            .to_str()
+            .unwrap()
+            .ends_with('s'));
+        let _ = resp.text().await;
+    }
+    assert_eq!(h.mock.request_count(), 4);
+}

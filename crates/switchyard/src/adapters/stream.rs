@@ -71,12 +71,9 @@ impl Seen {
 }
 
 pub struct UpstreamStream {
-    /// The deployment's concurrency slot and in-flight count, held until the
-    /// stream is dropped.
-    pub hold: Option<(
-        crate::reliability::limits::Permit,
-        crate::reliability::health::InflightGuard,
-    )>,
+    /// The deployment's concurrency slot, in-flight count and tpm
+    /// reservation, held until the stream ends (or is dropped).
+    pub hold: Option<crate::reliability::Held>,
     events: UpstreamEvents,
     mode: Mode,
     door: Door,

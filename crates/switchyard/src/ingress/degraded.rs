@@ -54,6 +54,7 @@ pub fn reply(
         cost_usd: Some(0.0),
         fallback_reason: Some(e.code.as_str()),
         dropped_tools: None,
+        rate: None,
     };
     if !stream {
         return Some(respond::json(door.answer(&answer), &headers));

@@ -76,6 +76,8 @@ pub(crate) async fn admit<'l>(
 
 pub struct Ready {
     pub served: Served,
+    /// The client's own rpm/tpm grant, settled when the answer is done.
+    pub client: Option<ClientGrant>,
     pub limits: crate::reliability::relay::StreamLimits,
     /// How to continue the stream if it breaks after its first byte.
     pub resume: Option<Resume>,
@@ -143,6 +145,7 @@ pub async fn run(
     });
     Ok(Ready {
         served,
+        client: planned.client,
         limits,
         resume,
     })
@@ -152,8 +155,16 @@ pub async fn run(
 pub(crate) struct Planned<'l> {
     pub plan: route::Plan,
     pub route: Option<&'l crate::config::Route>,
-    /// The client's rpm/tpm reservation, held while the request is served.
-    _client_reservation: Option<crate::reliability::limits::Reservation>,
+    /// The client's rpm/tpm grant, held while the request is served.
+    pub client: Option<ClientGrant>,
+}
+
+/// A client's admission under its own `rpm`/`tpm`: the reservation (settled
+/// with the real tokens when the answer is done) and what its
+/// `x-ratelimit-*` headers say.
+pub struct ClientGrant {
+    pub reservation: crate::reliability::limits::Reservation,
+    pub rate: respond::RateHeaders,
 }
 
 /// Resolve `model`, authorize the client for it, take the client's own
@@ -196,7 +207,7 @@ pub(crate) fn prepare<'l>(
     Ok(Planned {
         plan,
         route,
-        _client_reservation: client_reservation,
+        client: client_reservation,
     })
 }
 
@@ -247,7 +258,7 @@ fn client_limits(
     who: Option<&Principal<'_>>,
     estimate: u64,
     ctx: &mut RequestCtx,
-) -> Result<Option<crate::reliability::limits::Reservation>, GatewayError> {
+) -> Result<Option<ClientGrant>, GatewayError> {
     let Some(c) = who
         .map(|p| p.client)
         .filter(|c| c.rpm.is_some() || c.tpm.is_some())
@@ -261,7 +272,14 @@ fn client_limits(
         .counter
         .check(Instant::now(), limits.rpm, limits.tpm, estimate)
     {
-        Ok(r) => Ok(Some(r)),
+        Ok(r) => Ok(Some(ClientGrant {
+            rate: respond::RateHeaders {
+                requests: limits.rpm.map(|l| (u64::from(l), r.requests_used)),
+                tokens: limits.tpm.map(|l| (l, r.tokens_used)),
+                reset: crate::reliability::limits::window_retry(),
+            },
+            reservation: r,
+        })),
         Err(rejection) => {
             ctx.client_rejected = true;
             Err(rejection.to_error())
@@ -274,6 +292,7 @@ fn client_limits(
 pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
     let Ready {
         served,
+        client,
         limits,
         resume,
     } = ready;
@@ -284,6 +303,7 @@ pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
         fallback_reason,
     } = served;
     let dropped = (!ctx.dropped_tools.is_empty()).then(|| ctx.dropped_tools.join(","));
+    let (reservation, rate) = client.map(|c| (c.reservation, c.rate)).unzip();
     let headers = ServedHeaders {
         request_id: rid,
         deployment: &dep.cfg.id,
@@ -292,10 +312,18 @@ pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
         cost_usd: None,
         fallback_reason,
         dropped_tools: dropped.as_deref(),
+        rate: rate.as_ref(),
     };
     match answer {
-        Answer::Json(j) => whole(j, &dep.cfg, headers, ctx),
-        Answer::Stream(s) => sse_out::stream(s, dep.clone(), resume, ctx, limits, &headers),
+        Answer::Json(j) => {
+            if let Some(r) = reservation {
+                r.settle_used(j.usage.total());
+            }
+            whole(j, &dep.cfg, headers, ctx)
+        }
+        Answer::Stream(s) => {
+            sse_out::stream(s, dep.clone(), resume, reservation, ctx, limits, &headers)
+        }
     }
 }
 
@@ -316,6 +344,7 @@ pub(crate) fn deliver_json(served: Served, ctx: RequestCtx, rid: &str, door: Doo
         cost_usd: None,
         fallback_reason,
         dropped_tools: None,
+        rate: None,
     };
     match answer {
         Answer::Json(j) => whole(j, &dep.cfg, headers, ctx),

@@ -38,6 +38,34 @@ pub struct ServedHeaders<'a> {
     pub fallback_reason: Option<&'a str>,
     /// Tools the request offered that the serving deployment cannot see.
     pub dropped_tools: Option<&'a str>,
+    /// A client with its own rpm/tpm: OpenAI's `x-ratelimit-*` headers.
+    pub rate: Option<&'a RateHeaders>,
+}
+
+/// `(limit, used in the window with this request)` for requests and tokens,
+/// and when the oldest of the window's counts slides out.
+#[derive(Debug, Clone, Copy)]
+pub struct RateHeaders {
+    pub requests: Option<(u64, u64)>,
+    pub tokens: Option<(u64, u64)>,
+    pub reset: std::time::Duration,
+}
+
+impl RateHeaders {
+    fn write(&self, h: &mut http::HeaderMap) {
+        let reset = format!("{}s", self.reset.as_secs().max(1));
+        for (pair, names) in [
+            (self.requests, &names::RATELIMIT_REQUESTS),
+            (self.tokens, &names::RATELIMIT_TOKENS),
+        ] {
+            if let Some((limit, used)) = pair {
+                let [l, r, t] = names;
+                h.insert(l.clone(), HeaderValue::from(limit));
+                h.insert(r.clone(), HeaderValue::from(limit.saturating_sub(used)));
+                set(h, t, &reset);
+            }
+        }
+    }
 }
 
 pub fn reply(
@@ -64,6 +92,9 @@ pub fn reply(
     }
     if let Some(t) = s.dropped_tools {
         set(h, &names::DROPPED_TOOLS, t);
+    }
+    if let Some(r) = s.rate {
+        r.write(h);
     }
     resp
 }

@@ -7,6 +7,7 @@ use http::StatusCode;
 use super::respond::{self, ServedHeaders};
 use crate::adapters::UpstreamStream;
 use crate::observe::ctx::RequestCtx;
+use crate::reliability::limits::Reservation;
 use crate::reliability::relay::{relay, StreamLimits};
 use crate::reliability::resume::Resume;
 use crate::state::live::DeploymentRt;
@@ -16,11 +17,12 @@ pub fn stream(
     upstream: Box<UpstreamStream>,
     served: Arc<DeploymentRt>,
     resume: Option<Resume>,
+    client: Option<Reservation>,
     ctx: RequestCtx,
     limits: StreamLimits,
     headers: &ServedHeaders<'_>,
 ) -> Response {
-    let body = relay(upstream, served, resume, ctx, limits);
+    let body = relay(upstream, served, resume, client, ctx, limits);
     let mut resp = respond::reply(
         StatusCode::OK,
         "text/event-stream",

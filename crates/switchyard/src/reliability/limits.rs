@@ -85,9 +85,20 @@ pub struct Reservation {
     rpm_key: Arc<str>,
     key: Arc<str>,
     estimate: u64,
+    /// The window's requests and tokens with this request counted (0 where
+    /// no limit asked for the sum), for the client's `x-ratelimit-*`.
+    pub requests_used: u64,
+    pub tokens_used: u64,
 }
 
 impl Reservation {
+    /// Settle with the tokens the call used, or keep the estimate when the
+    /// upstream reported none (the safe side).
+    pub fn settle_used(self, tokens: u64) {
+        let actual = if tokens > 0 { tokens } else { self.estimate };
+        self.settle(actual);
+    }
+
     pub fn settle(self, actual: u64) {
         let delta = actual as i64 - self.estimate as i64;
         if delta != 0 {
@@ -106,7 +117,7 @@ impl Reservation {
 }
 
 /// A rejection's wait: about one bucket, when the oldest counts slide out.
-fn window_retry() -> Duration {
+pub fn window_retry() -> Duration {
     (RATE_WINDOW / 20).max(Duration::from_secs(1))
 }
 
@@ -166,6 +177,8 @@ impl RateCounter {
             rpm_key: self.rpm_key.clone(),
             key: self.tpm_key.clone(),
             estimate,
+            requests_used: requests.max(0) as u64,
+            tokens_used: tokens.max(0) as u64,
         })
     }
 

@@ -236,7 +236,7 @@ async fn on_deployment(
         };
         let result = attempt(dep, key, op, call, probe, ctx).await;
         let e = match result {
-            Ok(answer) => return Ok(slot.serve(answer, estimate)),
+            Ok(answer) => return Ok(slot.serve(answer)),
             Err(e) => e,
         };
         failed += 1;
@@ -349,17 +349,23 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// The attempt answered: the reservation is settled, and a stream holds
-    /// the slot and the in-flight count until it ends (a whole answer frees
-    /// them now).
-    pub(crate) fn serve(self, answer: Answer, estimate: u64) -> Answer {
-        self.reservation.settle(estimate);
+    /// The attempt answered. A whole answer settles tpm with the tokens it
+    /// used and frees the slot now; a stream holds the slot, the in-flight
+    /// count and the reservation until it ends (`Held::settle`).
+    pub(crate) fn serve(self, answer: Answer) -> Answer {
         match answer {
             Answer::Stream(mut s) => {
-                s.hold = Some((self.permit, self.inflight));
+                s.hold = Some(Held {
+                    _permit: self.permit,
+                    _inflight: self.inflight,
+                    reservation: self.reservation,
+                });
                 Answer::Stream(s)
             }
-            json => json,
+            Answer::Json(j) => {
+                self.reservation.settle_used(j.usage.total());
+                Answer::Json(j)
+            }
         }
     }
 
@@ -371,6 +377,21 @@ impl Slot {
     /// The attempt does not count.
     pub(crate) fn cancel(self) {
         self.reservation.cancel();
+    }
+}
+
+/// What a served stream holds of its deployment until it ends.
+pub struct Held {
+    _permit: limits::Permit,
+    _inflight: health::InflightGuard,
+    reservation: limits::Reservation,
+}
+
+impl Held {
+    /// The stream's call is over: tpm counts the tokens it used, and the
+    /// slot is free.
+    pub fn settle(self, tokens: u64) {
+        self.reservation.settle_used(tokens);
     }
 }
 

@@ -39,6 +39,7 @@ pub fn relay(
     mut upstream: Box<UpstreamStream>,
     served: Arc<DeploymentRt>,
     resume: Option<Resume>,
+    client: Option<super::limits::Reservation>,
     mut ctx: RequestCtx,
     limits: StreamLimits,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
@@ -108,9 +109,13 @@ pub fn relay(
                 a.outcome = interrupted_at;
             }
             ctx.interrupted = true;
-            // The broken attempt is over: its slot is free before a
-            // continuation asks for one (possibly on the same deployment).
-            drop(upstream.hold.take());
+            // The broken attempt is over: its slot is free (and its tokens
+            // counted) before a continuation asks for one, possibly on the
+            // same deployment.
+            let used = billed(&upstream.seen, ctx.prompt_estimate);
+            if let Some(h) = upstream.hold.take() {
+                h.settle(used.total());
+            }
             let text = format!("{prior}{}", upstream.seen.text);
             let next = match &resume {
                 Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, upstream.position(), upstream.seen.in_tool_call, &mut ctx).await,
@@ -118,7 +123,7 @@ pub fn relay(
             };
             let Some((mut next, dep)) = next else { break Err(e) };
             // The broken call was billed by its upstream too.
-            ctx.add_usage(&billed(&upstream.seen, ctx.prompt_estimate), served.cfg.pricing.as_ref());
+            ctx.add_usage(&used, served.cfg.pricing.as_ref());
             resumes += 1;
             prior = text;
             if let Some(first) = next.first.take() {
@@ -128,7 +133,15 @@ pub fn relay(
             served = dep;
             ctx.selected = Some(served.name.clone());
         };
-        ctx.add_usage(&billed(&upstream.seen, ctx.prompt_estimate), served.cfg.pricing.as_ref());
+        let used = billed(&upstream.seen, ctx.prompt_estimate);
+        if let Some(h) = upstream.hold.take() {
+            h.settle(used.total());
+        }
+        ctx.add_usage(&used, served.cfg.pricing.as_ref());
+        // The client's own tpm counts what the whole answer used.
+        if let Some(r) = client {
+            r.settle_used(ctx.tokens.input + ctx.tokens.output);
+        }
         ctx.skipped_events = upstream.seen.skipped;
         match end {
             Ok(()) => {

@@ -104,7 +104,7 @@ impl Resume {
             return None;
         };
         match attempt(dep, key, super::Op::Chat(inbound), &self.call, probe, ctx).await {
-            Ok(answer) => match slot.serve(answer, self.estimate) {
+            Ok(answer) => match slot.serve(answer) {
                 Answer::Stream(s) => Some(s),
                 Answer::Json(_) => None,
             },
