@@ -112,6 +112,46 @@ async fn client_errors_and_content_filter_are_never_retried() {
     }
 }
 
+/// A key pool rotates by weight: over many requests each key's share of
+/// the calls follows its weight (gradual rotation: move weight, not keys).
+#[tokio::test]
+async fn keys_are_used_in_proportion_to_their_weights() {
+    let yaml = r#"
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    keys: [{ value: key-a, weight: 3 }, { value: key-b, weight: 1 }, { value: key-c, weight: 0 }]
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+"#;
+    let h = common::start(yaml).await;
+    const N: usize = 400;
+    let client = reqwest::Client::new();
+    for _ in 0..N {
+        let resp = client
+            .post(h.url("/v1/chat/completions"))
+            .json(&chat())
+            .send();
+        assert_eq!(resp.await.unwrap().status(), 200);
+    }
+    let used = |key: &str| {
+        h.mock
+            .requests()
+            .iter()
+            .filter(|r| r.header("authorization") == Some(&format!("Bearer {key}")))
+            .count()
+    };
+    let (a, b, c) = (used("key-a"), used("key-b"), used("key-c"));
+    assert_eq!(a + b + c, N.min(switchyard_mock::MAX_RECORDED));
+    // 3:1 expected 300/100; binomial sd ≈ 8.7, so ±45 is over 5 sd.
+    assert!((255..=345).contains(&a), "key-a {a}, key-b {b}");
+    assert!((55..=145).contains(&b), "key-a {a}, key-b {b}");
+    assert_eq!(c, 0, "a weight of 0 takes no traffic");
+}
+
 #[tokio::test]
 async fn upstream_401_sets_the_key_aside_and_tries_the_next_key() {
     let yaml = r#"
