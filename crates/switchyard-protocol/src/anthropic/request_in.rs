@@ -41,23 +41,7 @@ pub fn peek_request(body: &str) -> Result<RequestPeek<'_>, FieldError> {
     }
 }
 
-pub(super) fn err(param: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError {
-        param: Some(param.into()),
-        message: message.into(),
-    }
-}
-
-pub(super) fn field<'a, T: Deserialize<'a>>(
-    raw: &'a RawValue,
-    param: &str,
-) -> Result<T, FieldError> {
-    serde_json::from_str(raw.get()).map_err(|e| {
-        let s = e.to_string();
-        let s = s.find(" at line ").map_or(s.as_str(), |i| &s[..i]);
-        err(param, s)
-    })
-}
+pub(super) use crate::json::{err, field};
 
 /// Parse and validate a Messages request. `model`, `max_tokens` and
 /// `messages` are required; unknown top-level fields are ignored (they only

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 
 use super::wire::*;
 use crate::ir;
+use crate::json::{field, strip_position};
 use crate::passthrough::{self, Fields, Splice};
 
 /// The client's request: raw fields in arrival order plus their typed view.
@@ -110,19 +111,6 @@ fn parse_top_level(body: &str) -> Result<Fields<'_>, FieldError> {
         param: None,
         message,
     })
-}
-
-fn field<'a, T: Deserialize<'a>>(raw: &'a RawValue, param: &str) -> Result<T, FieldError> {
-    serde_json::from_str(raw.get()).map_err(|e| FieldError::new(param, strip_position(&e)))
-}
-
-/// serde's "at line 1 column 9" points into the sub-value, which only confuses.
-fn strip_position(e: &serde_json::Error) -> String {
-    let s = e.to_string();
-    match s.find(" at line ") {
-        Some(i) => s[..i].to_owned(),
-        None => s,
-    }
 }
 
 fn range(raw: &RawValue, param: &str, lo: f64, hi: f64) -> Result<Option<f64>, FieldError> {

@@ -18,23 +18,7 @@ use super::FieldError;
 use crate::ir::{self, ContentPart, Message, Role};
 use crate::passthrough::{self, Fields};
 
-pub(super) fn err(param: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError {
-        param: Some(param.into()),
-        message: message.into(),
-    }
-}
-
-pub(super) fn field<'a, T: Deserialize<'a>>(
-    raw: &'a RawValue,
-    param: &str,
-) -> Result<T, FieldError> {
-    serde_json::from_str(raw.get()).map_err(|e| {
-        let s = e.to_string();
-        let s = s.find(" at line ").map_or(s.as_str(), |i| &s[..i]);
-        err(param, s)
-    })
-}
+pub(super) use crate::json::{err, field};
 
 pub(super) fn value(raw: &RawValue, param: &str) -> Result<Value, FieldError> {
     field(raw, param)
