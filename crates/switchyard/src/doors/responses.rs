@@ -56,17 +56,16 @@ impl std::fmt::Debug for Remember {
 }
 
 impl Remember {
-    /// Store the answer the client got (`body` = the Response object).
-    pub fn keep(&self, body: &[u8]) {
+    /// Store the answer the client got: `body` is the Response object as
+    /// sent, `answer` what it says (its turn joins the history).
+    pub fn keep(&self, body: Bytes, answer: &ChatResponse) {
         let mut history = (*self.history).clone();
-        if let Ok(r) = rs::decode_response(body) {
-            history.push(assistant_turn(&r));
-        }
+        history.push(assistant_turn(answer));
         self.store.put(
             self.id.clone(),
             Stored {
                 history: Arc::new(history),
-                body: Bytes::copy_from_slice(body),
+                body,
             },
         );
     }
@@ -190,13 +189,22 @@ impl ResponsesIn<'_> {
     /// store when asked). A foreign reasoning signature is never handed out
     /// as `encrypted_content`: an OpenAI upstream would refuse it later.
     pub fn answer(&self, r: &ChatResponse) -> Bytes {
-        let mut r = r.clone();
-        r.reasoning_signature = None;
-        let body = rs::encode_response(&r, &self.id, &self.extras());
+        let unsigned;
+        let r = match r.reasoning_signature {
+            Some(_) => {
+                unsigned = ChatResponse {
+                    reasoning_signature: None,
+                    ..r.clone()
+                };
+                &unsigned
+            }
+            None => r,
+        };
+        let body = Bytes::from(rs::encode_response(r, &self.id, &self.extras()));
         if let Some(m) = &self.remember {
-            m.keep(&body);
+            m.keep(body.clone(), r);
         }
-        Bytes::from(body)
+        body
     }
 
     pub fn encoder(&self) -> StreamEncoder {
@@ -345,7 +353,9 @@ impl StreamEncoder {
         let frames = self.enc.end();
         if let (Some(m), Some(last)) = (&self.remember, frames.last()) {
             if let Some(body) = response_of(last) {
-                m.keep(&body);
+                if let Ok(answer) = rs::decode_response(body.as_bytes()) {
+                    m.keep(Bytes::copy_from_slice(body.as_bytes()), &answer);
+                }
             }
         }
         join(frames)
@@ -364,12 +374,18 @@ impl StreamEncoder {
     }
 }
 
-/// The Response object inside a terminal event's frame.
-fn response_of(frame: &[u8]) -> Option<Vec<u8>> {
+/// The Response object inside a terminal event's frame, as its text (not
+/// parsed into a value and written again).
+fn response_of(frame: &[u8]) -> Option<&str> {
+    #[derive(serde::Deserialize)]
+    struct Terminal<'a> {
+        #[serde(borrow)]
+        response: &'a serde_json::value::RawValue,
+    }
     let text = std::str::from_utf8(frame).ok()?;
     let data = text.lines().find_map(|l| l.strip_prefix("data: "))?;
-    let v: serde_json::Value = serde_json::from_str(data).ok()?;
-    serde_json::to_vec(v.get("response")?).ok()
+    let t: Terminal = serde_json::from_str(data).ok()?;
+    Some(t.response.get())
 }
 
 fn join(frames: Vec<Bytes>) -> Bytes {
