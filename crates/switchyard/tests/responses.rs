@@ -686,3 +686,35 @@ async fn encrypted_reasoning_survives_to_openai_and_is_dropped_elsewhere() {
         assert_eq!(sent.contains(&blob), dep == "rs/gpt", "{dep}: {sent}");
     }
 }
+
+/// A stream that continues a stored conversation and breaks is resumed with
+/// that conversation, not just the request's own input.
+#[tokio::test]
+async fn a_resumed_stream_keeps_the_stored_conversation() {
+    let h =
+        common::start(&ALL.replace("on_stream_interrupt: error", "on_stream_interrupt: resume"))
+            .await;
+    let first: Value = create(&h, json!({"model": "chat", "input": "My name is Ada."}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    h.mock.script(vec![Behavior::fault(Fault::Cut).after(3)]);
+    let sse = create(&h, json!({"model": "chat", "previous_response_id": first["id"], "input": "Hi", "stream": true}))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        events(&sse).last().unwrap().0,
+        "response.completed",
+        "{sse}"
+    );
+    let reqs = h.mock.requests();
+    let continuation = reqs.last().unwrap().json.clone().unwrap();
+    let msgs = continuation["messages"].as_array().unwrap();
+    // history (user, assistant), this turn's user, the prefill.
+    assert_eq!(msgs.len(), 4, "{continuation}");
+    assert_eq!(msgs[0]["content"], "My name is Ada.");
+    assert_eq!(msgs[3]["role"], "assistant");
+}

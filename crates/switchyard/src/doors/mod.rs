@@ -125,9 +125,12 @@ impl Door {
                 .ok()
                 .map(|v| v.to_ir()),
             Door::AnthropicMessages => switchyard_protocol::anthropic::decode_request(body).ok(),
-            // History from the store may be in it: the continuation takes
-            // the IR the first attempt had (`Resume::ir`).
-            Door::Responses => None,
+            // (A request that continued a stored conversation keeps its
+            // expanded IR for this instead: `Resume::ir`.)
+            Door::Responses => match responses::decode(body) {
+                Ok(Inbound::Responses(r)) => r.decoded.ok().map(|(ir, _)| ir),
+                _ => None,
+            },
         }
     }
 

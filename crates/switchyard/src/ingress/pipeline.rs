@@ -137,7 +137,12 @@ pub async fn run(
     let resume = (inbound.stream() && resume_on && inbound.n() <= 1).then(|| Resume {
         body,
         door: inbound.door(),
-        ir: matches!(inbound, Inbound::Responses(_)).then(|| Arc::new(inbound.ir().clone())),
+        // The body gives the request back, unless history from the
+        // response store was spliced into it.
+        ir: match inbound {
+            Inbound::Responses(r) if r.expanded => Some(Arc::new(inbound.ir().clone())),
+            _ => None,
+        },
         candidates: plan.candidates.iter().map(|c| c.dep.clone()).collect(),
         call: call.clone(),
         include_usage: inbound.include_usage(),

@@ -31,7 +31,7 @@ pub struct Resume {
     pub body: Bytes,
     pub door: Door,
     /// The request's IR when its body alone does not give it back (a
-    /// Responses request continuing a stored conversation).
+    /// Responses request that continued a stored conversation).
     pub ir: Option<Arc<ChatRequest>>,
     /// The plan's candidates, in order.
     pub candidates: Vec<Arc<DeploymentRt>>,
