@@ -36,6 +36,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Stored Responses-API answers (`previous_response_id`, `GET /v1/responses/{id}`).
     pub responses: Arc<dyn crate::state::responses::ResponseStore>,
+    /// The usage store (`usage.store`), when there is one.
+    pub usage: Option<Arc<crate::usage::UsageStore>>,
 }
 
 impl App {
@@ -87,5 +89,19 @@ pub fn admin_router(app: App) -> Router {
         .route("/admin/state", get(admin::state))
         .route("/admin/deployments/{id}/{action}", post(admin::circuit))
         .route("/admin/reload", post(admin::reload))
+        .route("/admin/usage", get(admin::governance::usage))
+        .route("/admin/clients", get(admin::governance::clients))
+        .route(
+            "/admin/clients/{id}/keys",
+            post(admin::governance::create_key),
+        )
+        .route(
+            "/admin/clients/{id}/keys/{key_id}",
+            axum::routing::delete(admin::governance::revoke_key),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            admin::auth::require_key,
+        ))
         .with_state(app)
 }

@@ -11,7 +11,9 @@
 //!          ◄── ingress::respond / ingress::sse_out (event by event) ◄──┘
 //! ```
 //! Beside the path: `config` (YAML → validated model), `state` (the live
-//! snapshot), `observe` (decision log, redaction, logging), `admin`.
+//! snapshot), `observe` (decision log, redaction, logging), `sinks` (where a
+//! finished request goes), `usage` (the cost ledger), `governance` (who,
+//! and what they may spend), `admin`.
 
 pub mod adapters;
 pub mod doors;
@@ -33,3 +35,4 @@ pub mod server;
 pub mod sinks;
 pub mod state;
 pub mod tokenize;
+pub mod usage;

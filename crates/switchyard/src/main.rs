@@ -33,6 +33,20 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Tokens, requests and cost per group, from the usage store.
+    Usage {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// RFC 3339, a date, or a duration back from now (`24h`, `7d`).
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long)]
+        until: Option<String>,
+        #[arg(long, value_parser = ["client", "model", "route", "deployment"])]
+        group_by: Option<String>,
+        #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
+        format: String,
+    },
     /// Run the mock providers alone.
     Mock {
         #[arg(long, default_value = "127.0.0.1:8081")]
@@ -64,6 +78,20 @@ fn main() -> ExitCode {
         match command {
             Command::Serve { config } => switchyard::cli::serve(config).await,
             Command::Mock { listen } => switchyard::cli::mock(&listen).await,
+            Command::Usage {
+                config,
+                since,
+                until,
+                group_by,
+                format,
+            } => {
+                let format = match format.as_str() {
+                    "csv" => switchyard::cli::UsageFormat::Csv,
+                    "json" => switchyard::cli::UsageFormat::Json,
+                    _ => switchyard::cli::UsageFormat::Table,
+                };
+                switchyard::cli::usage(config, since, until, group_by, format).await
+            }
             Command::Check { .. } => ExitCode::SUCCESS,
         }
     })

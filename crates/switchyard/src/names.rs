@@ -12,6 +12,8 @@ pub static DEPLOYMENT: HeaderName = HeaderName::from_static("x-switchyard-deploy
 pub static ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
 pub static CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
 pub static COST_USD: HeaderName = HeaderName::from_static("x-switchyard-cost-usd");
+pub static BUDGET_REMAINING: HeaderName =
+    HeaderName::from_static("x-switchyard-budget-remaining-usd");
 pub static FALLBACK_REASON: HeaderName = HeaderName::from_static("x-switchyard-fallback-reason");
 pub static DROPPED_TOOLS: HeaderName = HeaderName::from_static("x-switchyard-dropped-tools");
 /// OpenAI's rate-limit headers: limit, remaining, reset.

@@ -63,6 +63,12 @@ impl Running {
         let _ =
             tokio::task::spawn_blocking(move || threads.into_iter().for_each(|t| drop(t.join())))
                 .await;
+        // Every finished request's row is written before the process exits.
+        if let Some(u) = &self.app.usage {
+            if !u.flush(std::time::Duration::from_secs(10)).await {
+                tracing::warn!(store = %u.name, "usage store: rows still queued at shutdown were not written");
+            }
+        }
     }
 
     pub fn base_url(&self) -> String {
@@ -86,15 +92,21 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let registry = Arc::new(Registry::new(store.clone()));
     let live = Live::build(config, &registry)?;
     let metrics: Arc<crate::observe::metrics::Metrics> = Default::default();
+    let usage = open_usage(&live, &metrics).await?;
+    let mut sinks: Vec<Arc<dyn crate::sinks::Sink>> = vec![
+        Arc::new(crate::sinks::metrics::MetricsSink(metrics.clone())),
+        Arc::new(opts.decisions),
+    ];
+    if let Some(u) = &usage {
+        sinks.push(Arc::new(crate::sinks::usage::UsageSink(u.clone())));
+    }
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
-        sinks: crate::sinks::Sinks::new(vec![
-            Arc::new(crate::sinks::metrics::MetricsSink(metrics.clone())),
-            Arc::new(opts.decisions),
-        ]),
+        sinks: crate::sinks::Sinks::new(sinks),
         config_path: opts.config_path.map(Arc::from),
         metrics,
         responses: Arc::new(crate::state::responses::MemoryResponses::default()),
+        usage,
     };
     let shutdown = CancellationToken::new();
     let admin = bind(admin_listen, false).await?;
@@ -104,6 +116,9 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         sighup_reload(app.clone(), shutdown.clone()),
         sweep(store, shutdown.clone()),
     ];
+    if let Some(u) = &app.usage {
+        tasks.push(sweep_usage(u.clone(), shutdown.clone()));
+    }
     let mut threads = Vec::new();
     let addr = match opts.workers {
         Workers::Current => {
@@ -300,6 +315,49 @@ async fn sweep_upstream_idle(stop: CancellationToken) {
     }
 }
 
+/// The usage store, migrated, its writer running; budgets and issued keys
+/// restored from it.
+async fn open_usage(
+    live: &Live,
+    metrics: &crate::observe::metrics::Metrics,
+) -> Result<Option<Arc<crate::usage::UsageStore>>, String> {
+    use crate::observe::metrics::ResultLabels;
+    let counter = |result| {
+        metrics
+            .usage_store_writes
+            .get_or_create(&ResultLabels { result })
+            .clone()
+    };
+    let outcome = crate::usage::writer::Outcome::new(counter("ok"), counter("dropped"));
+    let Some(store) = crate::usage::UsageStore::open(&live.config.usage, outcome).await? else {
+        tracing::warn!(
+            "usage.store is off: no usage rows, spend is not kept across restarts, the keys API is unavailable, and stored Responses-API answers live in memory only"
+        );
+        return Ok(None);
+    };
+    crate::governance::restore::restore(live, &store)
+        .await
+        .map_err(|e| format!("usage store ({}): {e}", store.name))?;
+    tracing::info!(store = %store.name, "usage store ready");
+    Ok(Some(Arc::new(store)))
+}
+
+/// Retention: request rows and stored responses past their time, hourly.
+fn sweep_usage(
+    store: Arc<crate::usage::UsageStore>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => store.sweep(),
+            }
+        }
+    })
+}
+
 /// Expired store records (old windows, sessions) are dropped now and then.
 fn sweep(store: Arc<MemoryStore>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -325,7 +383,7 @@ fn sighup_reload(app: App, stop: CancellationToken) -> tokio::task::JoinHandle<(
                 _ = stop.cancelled() => return,
                 got = hup.recv() => {
                     if got.is_none() { return; }
-                    let _ = crate::admin::reload::from_file(&app);
+                    let _ = crate::admin::reload::from_file(&app).await;
                 }
             }
         }

@@ -6,6 +6,8 @@ use http::StatusCode;
 
 use crate::app::App;
 
+pub mod auth;
+pub mod governance;
 pub mod reload;
 
 pub async fn healthz() -> &'static str {
@@ -51,7 +53,7 @@ pub async fn metrics(State(app): State<App>, headers: http::HeaderMap) -> Respon
 }
 
 pub async fn reload(State(app): State<App>) -> Response {
-    match reload::from_file(&app) {
+    match reload::from_file(&app).await {
         Ok(version) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({"result": "ok", "config_version": version})),
@@ -107,10 +109,23 @@ pub async fn circuit(
     axum::Json(serde_json::json!({"id": id, "circuit": t.to.as_str()})).into_response()
 }
 
-/// Circuit state and health are gauges read off the registry when scraped.
+/// Circuit state, health and budget spend are gauges read off the registry
+/// when scraped.
 fn publish_gauges(app: &App) {
-    use crate::observe::metrics::{DeploymentLabels, Name, StateLabels};
+    use crate::observe::metrics::{ClientLabels, DeploymentLabels, Name, StateLabels};
     let live = app.live.load();
+    let now = crate::usage::query::now_ms();
+    for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
+        if let Some(b) = c.budget {
+            let s = live.registry.budgets.account(id).snapshot(b.per, now);
+            app.metrics
+                .budget_spent_usd
+                .get_or_create(&ClientLabels {
+                    client: Name(id.clone()),
+                })
+                .set(s.spent_usd);
+        }
+    }
     app.metrics
         .prime(live.deployments.values().map(|d| &d.name));
     for d in live.registry.admin_state() {

@@ -9,7 +9,7 @@ use crate::config;
 use crate::observe::metrics::ResultLabels;
 use crate::state::live::Live;
 
-pub fn from_file(app: &App) -> Result<String, Vec<String>> {
+pub async fn from_file(app: &App) -> Result<String, Vec<String>> {
     let Some(path) = &app.config_path else {
         return Err(vec![
             "the gateway runs the built-in demo config; there is no file to reload".into(),
@@ -17,17 +17,18 @@ pub fn from_file(app: &App) -> Result<String, Vec<String>> {
     };
     let result = config::load_file(path)
         .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>())
+        .and_then(|cfg| same_store(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| Live::build(cfg, &app.live.load().registry).map_err(|e| vec![e]));
     match result {
         Ok(live) => {
-            app.metrics
-                .config_reloads
-                .get_or_create(&ResultLabels { result: "ok" })
-                .inc();
-            let version = live.config.version.clone();
-            app.live.store(Arc::new(live));
-            tracing::info!(config_version = %version, "config reloaded");
-            Ok(version)
+            if let Some(store) = &app.usage {
+                // Budgets of clients the new config added, before they
+                // can send a request.
+                if let Err(e) = crate::governance::restore::restore(&live, store).await {
+                    tracing::error!("reload: the usage store did not answer ({e}); budgets of new clients start from zero");
+                }
+            }
+            Ok(swap(app, Arc::new(live)))
         }
         Err(errors) => {
             app.metrics
@@ -39,5 +40,35 @@ pub fn from_file(app: &App) -> Result<String, Vec<String>> {
             }
             Err(errors)
         }
+    }
+}
+
+fn swap(app: &App, live: Arc<Live>) -> String {
+    app.metrics
+        .config_reloads
+        .get_or_create(&ResultLabels { result: "ok" })
+        .inc();
+    let version = live.config.version.clone();
+    app.live.store(live);
+    tracing::info!(config_version = %version, "config reloaded");
+    version
+}
+
+/// The usage store is opened once, at start-up: a reload that moves it is
+/// refused rather than half-applied.
+fn same_store(old: &config::Config, new: &config::Config) -> Result<(), Vec<String>> {
+    use config::UsageBackend as B;
+    let same = match (&old.usage.store, &new.usage.store) {
+        (B::Off, B::Off) => true,
+        (B::Sqlite { path: a }, B::Sqlite { path: b }) => a == b,
+        (B::Postgres { url: a }, B::Postgres { url: b }) => a.expose() == b.expose(),
+        _ => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(vec![
+            "usage.store, usage.path and usage.url take effect at start-up only: restart the gateway to change them".into(),
+        ])
     }
 }

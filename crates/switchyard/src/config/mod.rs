@@ -14,7 +14,7 @@ mod env;
 mod fields;
 mod node;
 mod raw;
-mod units;
+pub(crate) mod units;
 mod validate;
 
 #[cfg(test)]

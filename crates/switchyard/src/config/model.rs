@@ -39,6 +39,8 @@ pub struct Server {
     /// Bytes.
     pub max_body: usize,
     pub sse_keepalive: Duration,
+    /// The admin API's bearer key (the value of `admin_key_env`'s variable).
+    pub admin_key: Option<Secret<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -390,7 +392,16 @@ pub struct State {
 }
 
 #[derive(Debug, Clone)]
-pub enum Usage {
+pub struct Usage {
+    pub store: UsageBackend,
+    /// Request rows older than this are deleted (daily rollups are kept).
+    pub retention: Duration,
+    /// How long stored Responses-API answers live.
+    pub store_responses: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub enum UsageBackend {
     Off,
     Sqlite { path: String },
     Postgres { url: Secret<String> },

@@ -40,6 +40,7 @@ pub struct RawServer {
     pub admin_listen: Opt<String>,
     pub max_body: Opt<u64>,
     pub sse_keepalive: Opt<Duration>,
+    pub admin_key_env: Opt<String>,
 }
 
 #[derive(Debug, Default)]
@@ -175,6 +176,8 @@ pub struct RawUsage {
     pub store: Opt<UsageStore>,
     pub path: Opt<String>,
     pub url: Opt<String>,
+    pub retention: Opt<Duration>,
+    pub store_responses: Opt<Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -215,13 +218,20 @@ pub fn decode(d: &mut Diags, root: &Node) -> RawConfig {
         d,
         &top,
         "server",
-        &["listen", "admin_listen", "max_body", "sse_keepalive"],
+        &[
+            "listen",
+            "admin_listen",
+            "admin_key_env",
+            "max_body",
+            "sse_keepalive",
+        ],
     ) {
         raw.server = RawServer {
             listen: s.get(d, "listen", f::string),
             admin_listen: s.get(d, "admin_listen", f::string),
             max_body: s.get(d, "max_body", f::size),
             sse_keepalive: s.get(d, "sse_keepalive", f::duration),
+            admin_key_env: s.get(d, "admin_key_env", f::string),
         };
     }
     // `clients:` present (even empty) closes the gateway; absent leaves it open.

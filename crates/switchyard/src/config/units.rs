@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-const DURATION_UNITS: [(&str, u64); 4] = [
+const DURATION_UNITS: [(&str, u64); 5] = [
+    ("d", 86_400_000_000_000),
     ("h", 3_600_000_000_000),
     ("m", 60_000_000_000),
     ("s", 1_000_000_000),
@@ -10,7 +11,7 @@ const DURATION_UNITS: [(&str, u64); 4] = [
 ];
 
 /// Parses a duration: one or more `<number><unit>` parts, largest unit first
-/// (`1h30m`, `1m30s`, `1.5s`); units `h`, `m`, `s`, `ms`. A bare number is an
+/// (`1h30m`, `1m30s`, `1.5s`); units `d`, `h`, `m`, `s`, `ms`. A bare number is an
 /// error, because `30` could mean seconds or milliseconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let text = s.trim();
@@ -38,10 +39,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .unwrap_or(after.len());
         let (unit, after) = after.split_at(unit_len);
         if unit.is_empty() {
-            return bad("missing unit (h, m, s or ms)");
+            return bad("missing unit (d, h, m, s or ms)");
         }
         let Some(rank) = DURATION_UNITS.iter().position(|(u, _)| *u == unit) else {
-            return bad(&format!("unknown unit `{unit}` (use h, m, s or ms)"));
+            return bad(&format!("unknown unit `{unit}` (use d, h, m, s or ms)"));
         };
         if last_rank.is_some_and(|r| rank <= r) {
             return bad("units must go from largest to smallest, each once");

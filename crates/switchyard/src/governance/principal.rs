@@ -11,9 +11,11 @@ use crate::config::Client;
 #[derive(Debug, Clone)]
 pub struct Principal<'l> {
     pub client: &'l Client,
+    /// The client's id, shared with the request's record.
+    pub id: Arc<str>,
     /// Which key: `cfg-` and the first 12 hex digits of its sha256 for the
     /// client's key from the config (stable across reloads and instances,
-    /// and no use to anyone who reads it).
+    /// and no use to anyone who reads it); `key-…` for an issued key.
     pub key_id: Arc<str>,
 }
 

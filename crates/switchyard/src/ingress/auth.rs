@@ -2,6 +2,8 @@
 //! by sha256 (keys are never stored in clear) to the request's principal
 //! (client and key id), then the client's allowed routes.
 
+use std::sync::Arc;
+
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
@@ -24,14 +26,23 @@ pub fn authenticate<'l>(
         )
     })?;
     let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-    live.clients_by_key
-        .get(&digest)
-        .and_then(|(i, key_id)| {
-            clients.get(*i).map(|client| Principal {
-                client,
-                key_id: key_id.clone(),
-            })
+    let principal = |i: usize, key_id: Arc<str>| {
+        Some(Principal {
+            client: clients.get(i)?,
+            id: live.client_ids.get(i)?.clone(),
+            key_id,
         })
+    };
+    let found = match live.clients_by_key.get(&digest) {
+        Some((i, key_id)) => principal(*i, key_id.clone()),
+        // A key issued at run time, for a client the config still has.
+        None => live
+            .registry
+            .issued_keys
+            .get(&digest)
+            .and_then(|k| principal(live.client_index(&k.client)?, k.id)),
+    };
+    found
         .map(Some)
         .ok_or_else(|| GatewayError::client(ErrorCode::AuthFailed, "invalid API key"))
 }

@@ -48,7 +48,7 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
         };
         let served =
             pipeline::execute(&planned.plan, Op::CountTokens(&inbound), &call, 0, &mut ctx).await?;
-        ctx.selected = Some(served.dep.name.clone());
+        ctx.served_by(&served.dep.name, &served.dep.model);
         ctx.fallback_reason = served.fallback_reason;
         Ok(served)
     }

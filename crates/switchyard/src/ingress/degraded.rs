@@ -55,6 +55,7 @@ pub fn reply(
         fallback_reason: Some(e.code.as_str()),
         dropped_tools: None,
         rate: None,
+        budget_remaining: None,
     };
     if !stream {
         return Some(respond::json(door.answer(&answer), &headers));

@@ -34,6 +34,7 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
             ..Facts::default()
         };
         let estimate = req.estimated_tokens();
+        ctx.prompt_estimate = estimate;
         let planned =
             pipeline::prepare(&live, who.as_ref(), &req.model, &facts, estimate, &mut ctx)?;
         let call = CallInfo {
@@ -52,7 +53,7 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
             &mut ctx,
         )
         .await?;
-        ctx.selected = Some(served.dep.name.clone());
+        ctx.served_by(&served.dep.name, &served.dep.model);
         ctx.fallback_reason = served.fallback_reason;
         Ok(served)
     }

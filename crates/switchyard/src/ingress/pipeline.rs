@@ -64,7 +64,7 @@ pub(crate) async fn admit<'l>(
 ) -> Result<(Option<Principal<'l>>, Bytes), GatewayError> {
     let who = super::auth::authenticate(live, headers)?;
     if let Some(p) = &who {
-        ctx.client = Some(p.client.id.clone());
+        ctx.client = Some(p.id.clone());
         ctx.key_id = Some(p.key_id.clone());
     }
     let bytes = super::body::read(body, headers, live.config.server.max_body).await?;
@@ -118,7 +118,7 @@ pub async fn run(
     if let (Some(r), Some(session)) = (route.filter(|r| r.sticky), &facts.session) {
         route::sticky::remember(live, r, session, &served.dep.cfg.id, Instant::now());
     }
-    ctx.selected = Some(served.dep.name.clone());
+    ctx.served_by(&served.dep.name, &served.dep.model);
     if let Inbound::Responses(r) = inbound {
         if !crate::adapters::body::responses_pass(&served.dep, r) {
             let own_search = crate::adapters::body::runs_web_search(&served.dep, inbound.ir());
@@ -190,6 +190,11 @@ pub(crate) fn prepare<'l>(
     })?;
     super::auth::authorize(who, model, &target)?;
     let client_reservation = client_limits(live, who, estimate, ctx)?;
+    // The budget is held per attempt (`reliability`): here the hold opens.
+    ctx.output_cap = facts.max_tokens;
+    if let Some((p, b)) = who.and_then(|p| Some((p, p.client.budget?))) {
+        ctx.budget = Some(live.registry.budgets.hold(&p.id, b));
+    }
     let plan = route::plan(live, &target, facts, Instant::now())?;
     ctx.route = plan.route.clone();
     ctx.decision_reason = Some(plan.reason);
@@ -318,6 +323,9 @@ pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
         fallback_reason,
         dropped_tools: dropped.as_deref(),
         rate: rate.as_ref(),
+        // A stream's cost is known only at its end: what is left now,
+        // its own reservation taken out.
+        budget_remaining: ctx.budget.as_ref().map(|h| h.remaining()),
     };
     match answer {
         Answer::Json(j) => {
@@ -350,6 +358,7 @@ pub(crate) fn deliver_json(served: Served, ctx: RequestCtx, rid: &str, door: Doo
         fallback_reason,
         dropped_tools: None,
         rate: None,
+        budget_remaining: None,
     };
     match answer {
         Answer::Json(j) => whole(j, &dep.cfg, headers, ctx),
@@ -368,6 +377,9 @@ fn whole(
 ) -> Response {
     ctx.set_usage(&j.usage, dep.pricing.as_ref());
     headers.cost_usd = ctx.cost_usd;
+    if ctx.budget.is_some() {
+        headers.budget_remaining = ctx.settle_budget();
+    }
     let resp = respond::json(j.body, &headers);
     ctx.finish(200, None);
     resp
@@ -376,9 +388,17 @@ fn whole(
 /// The error in the door's envelope, never a degraded answer (for
 /// endpoints whose answer is not a chat message).
 pub(crate) fn fail_plain(door: Door, e: &GatewayError, mut ctx: RequestCtx, rid: &str) -> Response {
-    let resp = respond::error(door, e, rid);
+    let mut resp = respond::error(door, e, rid);
+    budget_header(&mut resp, &mut ctx);
     ctx.finish(e.code.status().as_u16(), Some(e));
     resp
+}
+
+/// A client with a budget learns what is left of it on errors too.
+fn budget_header(resp: &mut Response, ctx: &mut RequestCtx) {
+    if let Some(left) = ctx.settle_budget() {
+        respond::budget_remaining(resp.headers_mut(), left);
+    }
 }
 
 /// A request that could not be served: the degraded answer when enabled and
@@ -390,7 +410,8 @@ pub fn fail(live: &Live, door: Door, e: &GatewayError, mut ctx: RequestCtx, rid:
         ctx.finish(200, Some(e));
         return resp;
     }
-    let resp = respond::error(door, e, rid);
+    let mut resp = respond::error(door, e, rid);
+    budget_header(&mut resp, &mut ctx);
     ctx.finish(e.code.status().as_u16(), Some(e));
     resp
 }

@@ -40,6 +40,13 @@ pub struct ServedHeaders<'a> {
     pub dropped_tools: Option<&'a str>,
     /// A client with its own rpm/tpm: OpenAI's `x-ratelimit-*` headers.
     pub rate: Option<&'a RateHeaders>,
+    /// A client with a budget: what is left of it (USD).
+    pub budget_remaining: Option<f64>,
+}
+
+/// `x-switchyard-budget-remaining-usd`.
+pub fn budget_remaining(h: &mut http::HeaderMap, usd: f64) {
+    set(h, &names::BUDGET_REMAINING, &format!("{usd:.6}"));
 }
 
 /// `(limit, used in the window with this request)` for requests and tokens,
@@ -95,6 +102,9 @@ pub fn reply(
     }
     if let Some(r) = s.rate {
         r.write(h);
+    }
+    if let Some(b) = s.budget_remaining {
+        budget_remaining(h, b);
     }
     resp
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::config::Pricing;
 use crate::error::GatewayError;
+use crate::governance::budget::Hold;
 use crate::sinks::Sinks;
 
 #[derive(Debug, Serialize)]
@@ -121,7 +122,7 @@ pub struct RequestCtx {
     pub ts: SystemTime,
     pub request_id: String,
     pub trace_id: Option<String>,
-    pub client: Option<String>,
+    pub client: Option<Arc<str>>,
     /// Which of the client's keys (never the key itself).
     #[serde(skip)]
     pub key_id: Option<Arc<str>>,
@@ -129,6 +130,16 @@ pub struct RequestCtx {
     /// billed for its input).
     #[serde(skip)]
     pub prompt_estimate: u64,
+    /// The output cap the request asked for (`max_tokens`), if any.
+    #[serde(skip)]
+    pub output_cap: Option<u32>,
+    /// The client's budget hold, settled to the real cost when the request
+    /// ends (`governance::budget`).
+    #[serde(skip)]
+    pub budget: Option<Hold>,
+    /// What was left of the budget when the answer went out.
+    #[serde(skip)]
+    pub budget_remaining: Option<f64>,
     pub route: Option<Arc<str>>,
     /// The request's task (header or task rule), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -139,6 +150,9 @@ pub struct RequestCtx {
     pub candidates: Vec<CandidateLog>,
     pub skipped: Vec<(Arc<str>, &'static str)>,
     pub selected: Option<Arc<str>>,
+    /// The upstream model of the deployment that served.
+    #[serde(skip)]
+    pub served_model: Option<Arc<str>>,
     pub decision_reason: Option<&'static str>,
     pub attempts: Vec<AttemptLog>,
     pub stream: bool,
@@ -190,6 +204,9 @@ impl RequestCtx {
             client: None,
             key_id: None,
             prompt_estimate: 0,
+            output_cap: None,
+            budget: None,
+            budget_remaining: None,
             route: None,
             task: None,
             model: None,
@@ -198,6 +215,7 @@ impl RequestCtx {
             candidates: Vec::new(),
             skipped: Vec::new(),
             selected: None,
+            served_model: None,
             decision_reason: None,
             attempts: Vec::new(),
             stream: false,
@@ -225,6 +243,12 @@ impl RequestCtx {
         self.sinks.wants_input_hash()
     }
 
+    /// The deployment (id, upstream model) that served.
+    pub fn served_by(&mut self, deployment: &Arc<str>, model: &Arc<str>) {
+        self.selected = Some(deployment.clone());
+        self.served_model = Some(model.clone());
+    }
+
     /// Record usage and price it.
     pub fn set_usage(&mut self, u: &Usage, pricing: Option<&Pricing>) {
         self.tokens = TokensLog::default();
@@ -243,11 +267,20 @@ impl RequestCtx {
         }
     }
 
+    /// Replace the budget reservation with the request's cost so far (the
+    /// answer is complete); returns what is left of the budget.
+    pub fn settle_budget(&mut self) -> Option<f64> {
+        let hold = self.budget.take()?;
+        self.budget_remaining = Some(hold.settle(self.cost_usd.unwrap_or(0.0)));
+        self.budget_remaining
+    }
+
     pub fn finish(&mut self, status: u16, error: Option<&GatewayError>) {
         if self.emitted {
             return;
         }
         self.emitted = true;
+        self.settle_budget();
         self.status = status;
         self.error = error.map(|e| e.code.as_str());
         self.duration_ms = ms(self.started.elapsed());

@@ -27,6 +27,7 @@ use crate::adapters::{self, Answer, CallInfo, Inbound};
 use crate::config::{ContextOverflow, ProviderKey};
 use crate::doors::embeddings::EmbeddingsRequest;
 use crate::error::{ErrorCode, GatewayError, Source};
+use crate::governance::budget::worst_case;
 use crate::observe::ctx::{AttemptLog, RequestCtx};
 use crate::route::{Candidate, Plan};
 use crate::state::live::DeploymentRt;
@@ -134,6 +135,10 @@ pub async fn execute_op(
         if min_window.is_some_and(|w| cand.dep.cfg.context_window.is_none_or(|cw| cw <= w)) {
             continue;
         }
+        if let Err(e) = hold_budget(&cand.dep, op, ctx) {
+            errors.push(e);
+            continue;
+        }
         if op.is_local(&cand.dep) {
             let dep = &cand.dep;
             let started = Instant::now();
@@ -197,6 +202,42 @@ pub async fn execute_op(
         }
     }
     Err(give_up(errors))
+}
+
+/// Cover the request's worst case on `dep` with the client's budget before
+/// anything is sent there (a pricier fallback raises the hold). A candidate
+/// that does not fit is skipped: a cheaper one further down may.
+fn hold_budget(
+    dep: &DeploymentRt,
+    op: Op<'_, '_>,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
+    let Some(hold) = ctx.budget.as_mut() else {
+        return Ok(());
+    };
+    let worst = match op {
+        Op::Chat(_) => worst_case(&dep.cfg, ctx.prompt_estimate, ctx.output_cap, true),
+        Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, false),
+        Op::CountTokens(_) => 0.0,
+    };
+    if hold.cover(worst) {
+        return Ok(());
+    }
+    ctx.attempts.push(AttemptLog::skipped(
+        &dep.name,
+        &dep.provider.name,
+        "budget_exceeded",
+    ));
+    let client = ctx.client.as_deref().unwrap_or("this client");
+    Err(GatewayError::new(
+        ErrorCode::BudgetExceeded,
+        Source::Gateway,
+        format!(
+            "{client}'s budget has ${:.6} left, and this request may cost up to ${worst:.6} on {}",
+            hold.remaining(),
+            dep.name
+        ),
+    ))
 }
 
 /// Why the candidate before the one that served did not: its error's code,

@@ -131,7 +131,7 @@ pub fn relay(
             }
             upstream = next;
             served = dep;
-            ctx.selected = Some(served.name.clone());
+            ctx.served_by(&served.name, &served.model);
         };
         let used = billed(&upstream.seen, ctx.prompt_estimate);
         if let Some(h) = upstream.hold.take() {

@@ -14,8 +14,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use super::Sink;
 use crate::observe::ctx::RequestCtx;
 use crate::observe::metrics::{
-    AttemptLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels, RouteLabels,
-    ScopeLabels, TokenLabels,
+    AttemptLabels, ClientLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels,
+    RouteLabels, ScopeLabels, TokenLabels,
 };
 
 /// The gateway's metrics as a sink: in flight while a request lives, its
@@ -66,6 +66,13 @@ fn record(r: &RequestCtx, m: &Arc<Metrics>) {
             code: a.outcome,
         };
         m.attempts.get_or_create(&labels).inc();
+    }
+    if let (Some("budget_exceeded"), Some(client)) = (r.error, &r.client) {
+        m.budget_rejections
+            .get_or_create(&ClientLabels {
+                client: Name(client.clone()),
+            })
+            .inc();
     }
     if r.client_rejected {
         m.ratelimit_rejections

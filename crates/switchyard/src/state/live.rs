@@ -25,6 +25,8 @@ pub struct Live {
     pub deployments: HashMap<String, Arc<DeploymentRt>>,
     /// sha256(virtual key) → index into `config.clients` and the key's id.
     pub clients_by_key: HashMap<[u8; 32], (usize, Arc<str>)>,
+    /// `config.clients`' ids, in order, shared with every request's record.
+    pub client_ids: Vec<Arc<str>>,
 }
 
 pub struct ProviderRt {
@@ -48,6 +50,8 @@ impl ProviderRt {
 pub struct DeploymentRt {
     /// The deployment id, shared with logs and metric labels.
     pub name: Arc<str>,
+    /// The upstream model name, shared with usage rows.
+    pub model: Arc<str>,
     pub cfg: Deployment,
     pub provider: Arc<ProviderRt>,
     /// Where its requests go, parsed once.
@@ -89,6 +93,7 @@ impl Live {
                 id.clone(),
                 Arc::new(DeploymentRt {
                     name: Arc::from(id.as_str()),
+                    model: Arc::from(d.model.as_str()),
                     cfg: d.clone(),
                     provider,
                     endpoint,
@@ -106,6 +111,12 @@ impl Live {
                 (c.key_sha256, (i, id))
             })
             .collect();
+        let client_ids = config
+            .clients
+            .iter()
+            .flatten()
+            .map(|c| Arc::from(c.id.as_str()))
+            .collect();
         let route_names = config
             .routes
             .keys()
@@ -118,7 +129,13 @@ impl Live {
             config: Arc::new(config),
             deployments,
             clients_by_key,
+            client_ids,
         })
+    }
+
+    /// A configured client by id: its index in `config.clients`.
+    pub fn client_index(&self, id: &str) -> Option<usize> {
+        self.client_ids.iter().position(|c| &**c == id)
     }
 
     /// A route name first, then a deployment id.

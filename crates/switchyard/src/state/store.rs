@@ -200,6 +200,10 @@ pub struct Registry {
     clients: ArcSwap<HashMap<String, Arc<ClientLimits>>>,
     /// Serialises reconciles (reloads), never requests.
     reconciling: Mutex<()>,
+    /// Client budgets: spend and reservations per window.
+    pub budgets: crate::governance::budget::Budgets,
+    /// Virtual keys issued through the admin API.
+    pub issued_keys: crate::governance::keys::IssuedKeys,
 }
 
 impl Registry {
@@ -209,6 +213,8 @@ impl Registry {
             deployments: ArcSwap::from_pointee(HashMap::new()),
             clients: ArcSwap::from_pointee(HashMap::new()),
             reconciling: Mutex::new(()),
+            budgets: Default::default(),
+            issued_keys: Default::default(),
         }
     }
 

@@ -174,15 +174,12 @@ fn full_config_is_refused_for_what_this_build_does_not_do() {
     };
     let all: Vec<_> = errs(FULL).iter().map(not_yet).collect();
     let want = [
-        (14, 13, "clients[0].budget"),
         (75, 19, "cache.backend"),
         (75, 31, "cache.ttl"),
         (75, 49, "cache.max_entries"),
         (75, 59, "cache.when"),
         (76, 19, "state.backend"),
         (76, 37, "state.redis_url"),
-        (77, 17, "usage.store"),
-        (77, 32, "usage.url"),
         (78, 74, "observability.otlp_endpoint"),
     ];
     let want: Vec<_> = want
@@ -196,7 +193,7 @@ fn full_config_is_refused_for_what_this_build_does_not_do() {
 fn refused_keys_still_land_in_the_model() {
     // Nothing reads these yet; the issues that implement them will.
     let (c, refused) = load_anyway(FULL);
-    assert_eq!(refused.len(), 10, "{refused:#?}");
+    assert_eq!(refused.len(), 7, "{refused:#?}");
     assert_eq!(
         c.clients.as_ref().unwrap()[0].budget,
         Some(Budget {
@@ -218,7 +215,7 @@ fn refused_keys_still_land_in_the_model() {
         (StateBackend::Redis, Some("redis://127.0.0.1:6379"))
     );
     assert!(
-        matches!(&c.usage, Usage::Postgres { url } if url.expose() == "postgres://u:p@db/usage")
+        matches!(&c.usage.store, UsageBackend::Postgres { url } if url.expose() == "postgres://u:p@db/usage")
     );
     assert_eq!(
         c.observability.otlp_endpoint.as_deref(),
@@ -423,7 +420,7 @@ fn full_config_lands_in_the_right_fields() {
         (c.state.backend, c.state.redis_url.as_deref()),
         (StateBackend::Memory, None)
     );
-    assert!(matches!(&c.usage, Usage::Off));
+    assert!(matches!(&c.usage.store, UsageBackend::Off));
     let obs = &c.observability;
     assert_eq!(
         (obs.log_format, obs.log_requests, obs.debug_bodies),
@@ -446,8 +443,8 @@ fn empty_file_is_a_valid_config_with_defaults() {
         assert_eq!(c.server.admin_listen, "127.0.0.1:9090".parse().unwrap());
         assert_eq!(c.server.max_body, 20 << 20);
         assert_eq!(c.server.sse_keepalive, Duration::from_secs(15));
-        // This build's truth, not the contract's defaults (memory, sqlite,
-        // header): there is no cache, no usage store, no body logging.
+        // This build's truth, not the contract's defaults (memory, header):
+        // there is no cache and no body logging yet.
         assert_eq!(
             c.cache,
             Cache {
@@ -461,7 +458,15 @@ fn empty_file_is_a_valid_config_with_defaults() {
             (c.state.backend, c.state.redis_url.clone()),
             (StateBackend::Memory, None)
         );
-        assert!(matches!(&c.usage, Usage::Off));
+        // The contract's default: the embedded store, 90 days of rows.
+        assert!(matches!(&c.usage.store, UsageBackend::Sqlite { path } if path == "switchyard.db"));
+        assert_eq!(
+            (c.usage.retention, c.usage.store_responses),
+            (
+                Duration::from_secs(90 * 86_400),
+                Duration::from_secs(30 * 86_400)
+            )
+        );
         let o = &c.observability;
         assert_eq!(
             (
@@ -513,7 +518,7 @@ fn defaults_per_provider_and_route() {
             Retry::default()
         )
     );
-    assert!(matches!(c.usage, Usage::Off));
+    assert!(matches!(c.usage.store, UsageBackend::Off));
     assert_eq!(c.observability.otlp_endpoint, None);
 }
 
@@ -536,7 +541,7 @@ fn load_file_reads_and_reports_the_path() {
     let file = dir.join("bad.yaml");
     std::fs::write(&file, "server:\n  lisen: x\n").unwrap();
     let ds = load_file(&file).unwrap_err();
-    assert_eq!(ds[0].to_string(), format!("{}:2:3: server.lisen: unknown key `lisen`; allowed keys: listen, admin_listen, max_body, sse_keepalive", file.display()));
+    assert_eq!(ds[0].to_string(), format!("{}:2:3: server.lisen: unknown key `lisen`; allowed keys: listen, admin_listen, admin_key_env, max_body, sse_keepalive", file.display()));
     assert!(load_file(&dir.join("missing.yaml")).unwrap_err()[0]
         .message
         .starts_with("cannot read"));

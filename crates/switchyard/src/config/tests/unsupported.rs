@@ -6,7 +6,6 @@ use super::*;
 
 const NO_CACHE: &str = "not supported yet (there is no response cache in this build)";
 const NO_SHARED: &str = "not supported yet (there is no shared state in this build, each gateway process keeps its own in memory)";
-const NO_USAGE: &str = "not supported yet (there is no usage store in this build)";
 
 #[test]
 fn every_refused_key_with_its_position() {
@@ -33,15 +32,12 @@ observability:
 "#;
     let set_off = "remove it or set `cache.backend: off`";
     let want = [
-        (4, 13, "clients[0].budget", "not supported yet (budgets are not enforced in this build, only rpm and tpm); remove it".to_string()),
         (6, 12, "cache.backend", format!("{NO_CACHE}; remove it or set `backend: off`")),
         (7, 8, "cache.ttl", format!("{NO_CACHE}; {set_off}")),
         (8, 16, "cache.max_entries", format!("{NO_CACHE}; {set_off}")),
         (9, 9, "cache.when", format!("{NO_CACHE}; {set_off}")),
         (11, 12, "state.backend", format!("{NO_SHARED}; remove it or set `backend: memory`")),
         (12, 14, "state.redis_url", format!("{NO_SHARED}; remove it")),
-        (14, 10, "usage.store", format!("{NO_USAGE}; remove it or set `store: off`")),
-        (15, 9, "usage.path", format!("{NO_USAGE}; remove it or set `usage.store: off`")),
         (17, 18, "observability.otlp_endpoint", "not supported yet (there is no OpenTelemetry export in this build); remove it or set `otlp_endpoint: \"\"`".to_string()),
         (18, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
     ];
@@ -51,7 +47,7 @@ observability:
         .collect();
     assert_eq!(errs(src), want);
 
-    let shown = load(src).unwrap_err()[1].to_string();
+    let shown = load(src).unwrap_err()[0].to_string();
     assert_eq!(
         shown,
         format!("t.yaml:6:12: cache.backend: {NO_CACHE}; remove it or set `backend: off`")
@@ -60,12 +56,6 @@ observability:
 
 #[test]
 fn postgres_and_keys_without_their_switch() {
-    let all = errs("usage:\n  store: postgres\n  url: ${PG_URL}\n");
-    let at: Vec<_> = all
-        .iter()
-        .map(|(l, c, p, _)| (*l, *c, p.as_str()))
-        .collect();
-    assert_eq!(at, [(2, 10, "usage.store"), (3, 8, "usage.url")]);
     // A key that only makes sense with the feature claims it even when the
     // switch is left to its default.
     one(
@@ -74,13 +64,6 @@ fn postgres_and_keys_without_their_switch() {
         15,
         "cache.ttl",
         "set `cache.backend: off`",
-    );
-    one(
-        "usage: { path: u.db }\n",
-        1,
-        16,
-        "usage.path",
-        "set `usage.store: off`",
     );
     one(
         "state: { backend: memory, redis_url: \"redis://h\" }\n",
@@ -155,12 +138,32 @@ fn a_refused_feature_is_not_also_asked_to_be_completed() {
         "cache.backend",
         NO_CACHE,
     );
+}
+
+#[test]
+fn budgets_and_usage_stores_are_accepted() {
+    let c = load(concat!(
+        "clients:\n  - { id: a, key_env: BOT_KEY, budget: { usd: 5, per: month } }\n",
+        "usage: { store: sqlite, path: u.db, retention: 7d, store_responses: 12h }\n",
+    ))
+    .unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(
+        c.clients.unwrap()[0].budget,
+        Some(Budget {
+            usd: 5.0,
+            per: BudgetPeriod::Month
+        })
+    );
+    assert!(matches!(&c.usage.store, UsageBackend::Sqlite { path } if path == "u.db"));
+    assert_eq!(c.usage.retention, Duration::from_secs(7 * 86_400));
+    assert_eq!(c.usage.store_responses, Duration::from_secs(12 * 3600));
+    // PostgreSQL needs its URL.
     one(
         "usage: { store: postgres }\n",
         1,
         17,
         "usage.store",
-        NO_USAGE,
+        "`store: postgres` needs `usage.url`",
     );
 }
 
@@ -184,7 +187,7 @@ fn truthful_values_load() {
         }
     );
     assert_eq!(c.state.backend, StateBackend::Memory);
-    assert!(matches!(c.usage, Usage::Off));
+    assert!(matches!(c.usage.store, UsageBackend::Off));
     let o = &c.observability;
     assert_eq!(
         (

@@ -46,7 +46,8 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
             redis_url: s.get(d, "redis_url", f::string),
         };
     }
-    if let Some(u) = section(d, top, "usage", &["store", "path", "url"]) {
+    let usage_keys = ["store", "path", "url", "retention", "store_responses"];
+    if let Some(u) = section(d, top, "usage", &usage_keys) {
         let stores = [
             ("sqlite", UsageStore::Sqlite),
             ("postgres", UsageStore::Postgres),
@@ -56,6 +57,8 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
             store: u.choice(d, "store", &stores),
             path: u.get(d, "path", f::string),
             url: u.get(d, "url", f::string),
+            retention: u.get(d, "retention", f::duration),
+            store_responses: u.get(d, "store_responses", f::duration),
         };
     }
     let keys = [
@@ -88,7 +91,7 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
     }
 }
 
-pub fn server(d: &mut Diags, s: &RawServer) -> Server {
+pub fn server(d: &mut Diags, s: &RawServer, env: crate::config::env::Env) -> Server {
     let addr = |d: &mut Diags, v: &Option<Sp<String>>, default: &str| -> SocketAddr {
         let fallback = default.parse().expect("default address");
         let Some(v) = v else { return fallback };
@@ -116,6 +119,26 @@ pub fn server(d: &mut Diags, s: &RawServer) -> Server {
         admin_listen: addr(d, &s.admin_listen, "127.0.0.1:9090"),
         max_body,
         sse_keepalive: positive(d, &s.sse_keepalive, Duration::from_secs(15)),
+        admin_key: admin_key(d, &s.admin_key_env, env),
+    }
+}
+
+/// `admin_key_env`: empty means no admin key; a named variable must be set.
+fn admin_key(
+    d: &mut Diags,
+    var: &Option<Sp<String>>,
+    env: crate::config::env::Env,
+) -> Option<crate::observe::redact::Secret<String>> {
+    let var = var.as_ref().filter(|v| !v.value.is_empty())?;
+    match env(&var.value).filter(|v| !v.is_empty()) {
+        Some(key) => Some(crate::observe::redact::Secret::new(key)),
+        None => {
+            d.err(
+                &var.at,
+                format!("environment variable `{}` is not set or empty", var.value),
+            );
+            None
+        }
     }
 }
 
@@ -141,27 +164,17 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
         redis_url,
     };
     let u = &raw.usage;
-    // The contract's default is sqlite, but this build has no usage store:
-    // with no usage keys there is none (keys that ask for one are refused in
-    // `unsupported`; `path` and `url` alone still get sqlite's checks).
-    let store = u.store.as_ref().map_or(
-        if u.path.is_some() || u.url.is_some() {
-            UsageStore::Sqlite
-        } else {
-            UsageStore::Off
-        },
-        |s| s.value,
-    );
+    let store = u.store.as_ref().map_or(UsageStore::Sqlite, |s| s.value);
     let misplaced = |d: &mut Diags, v: &Option<Sp<String>>, key: &str, owner: &str| {
         if let Some(v) = v {
             d.err(&v.at, format!("`{key}` only applies to `store: {owner}`"));
         }
     };
-    let usage = match store {
-        UsageStore::Off => Usage::Off,
+    let backend = match store {
+        UsageStore::Off => UsageBackend::Off,
         UsageStore::Sqlite => {
             misplaced(d, &u.url, "url", "postgres");
-            Usage::Sqlite {
+            UsageBackend::Sqlite {
                 path: u
                     .path
                     .as_ref()
@@ -184,10 +197,15 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
                 }
                 None => String::new(),
             };
-            Usage::Postgres {
+            UsageBackend::Postgres {
                 url: crate::observe::redact::Secret::new(url),
             }
         }
+    };
+    let usage = Usage {
+        store: backend,
+        retention: positive(d, &u.retention, Duration::from_secs(90 * 86_400)),
+        store_responses: positive(d, &u.store_responses, Duration::from_secs(30 * 86_400)),
     };
     (cache, state, usage)
 }

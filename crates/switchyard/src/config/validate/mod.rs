@@ -21,7 +21,7 @@ use super::raw::RawConfig;
 use super::Diags;
 
 pub fn validate(d: &mut Diags, raw: RawConfig, env: Env, version: String) -> Config {
-    let server = globals::server(d, &raw.server);
+    let server = globals::server(d, &raw.server, env);
     let providers = providers::check(d, &raw.providers, env);
     let (deployments, deployment_order) = models::check(d, &raw.models, &providers);
     let routes = routes::check(d, &raw.routes, &deployments);

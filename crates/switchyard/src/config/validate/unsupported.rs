@@ -1,10 +1,10 @@
 //! Keys this build parses but does not act on yet: refused, never ignored.
 //!
-//! A config that asks for a response cache, shared state, a usage store,
-//! budgets, OpenTelemetry export or body logging would otherwise load and leave
-//! the user believing they have it. Each such key gets an error at its own
-//! position; the truthful values (`cache.backend: off`, `state.backend: memory`,
-//! `usage.store: off`, `otlp_endpoint: ""`, `debug_bodies: off`) are accepted.
+//! A config that asks for a response cache, shared state, OpenTelemetry
+//! export or body logging would otherwise load and leave the user believing
+//! they have it. Each such key gets an error at its own position; the
+//! truthful values (`cache.backend: off`, `state.backend: memory`,
+//! `otlp_endpoint: ""`, `debug_bodies: off`) are accepted.
 //! The model keeps the fields for the issues that implement them: delete the
 //! matching lines here when a feature lands.
 //!
@@ -12,14 +12,13 @@
 //! missing `usd`) keeps only that message: grammar first, one message per key.
 
 use super::super::node::{At, Sp};
-use super::super::raw::{RawConfig, UsageStore};
+use super::super::raw::RawConfig;
 use super::super::Diags;
 use crate::config::model::{CacheBackend, DebugBodies, StateBackend};
 
 const NO_CACHE: &str = "there is no response cache in this build";
 const NO_SHARED: &str =
     "there is no shared state in this build, each gateway process keeps its own in memory";
-const NO_USAGE: &str = "there is no usage store in this build";
 
 fn at<T>(v: &Option<Sp<T>>) -> Option<&At> {
     v.as_ref().map(|s| &s.at)
@@ -60,27 +59,6 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
     }
     if let Some(u) = &s.redis_url {
         refuse(&u.at, NO_SHARED, "remove it");
-    }
-
-    let u = &raw.usage;
-    let usage_off = u.store.as_ref().is_some_and(|s| s.value == UsageStore::Off);
-    if let Some(st) = u.store.as_ref().filter(|_| !usage_off) {
-        refuse(&st.at, NO_USAGE, "remove it or set `store: off`");
-    }
-    if !usage_off {
-        for a in [at(&u.path), at(&u.url)].into_iter().flatten() {
-            refuse(a, NO_USAGE, "remove it or set `usage.store: off`");
-        }
-    }
-
-    for client in raw.clients.iter().flatten() {
-        if let Some((b, _, _)) = &client.budget {
-            refuse(
-                b,
-                "budgets are not enforced in this build, only rpm and tpm",
-                "remove it",
-            );
-        }
     }
 
     let o = &raw.observability;

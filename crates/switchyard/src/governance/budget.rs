@@ -1,0 +1,367 @@
+//! Client budgets that hold under concurrency (contract §2).
+//!
+//! Before an attempt is sent, the request's [`Hold`] covers its worst case
+//! on that deployment (estimated input × input price + the output cap ×
+//! output price) against what is left of the client's calendar window
+//! (UTC hour, day or month): spent + reserved + this ≤ budget, checked and
+//! taken under the client's own lock, so parallel requests can never
+//! together reserve past it. When the request ends its reservation is
+//! replaced by what it really cost (zero for a failure; what a cut stream
+//! used); a fallback to a pricier deployment raises the hold first.
+//!
+//! One lock per client (never a global one). Spend at start-up is rebuilt
+//! from the usage store ([`Account::seed`]).
+
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+
+use crate::config::{Budget, BudgetPeriod, Deployment};
+
+/// Every client's account, kept across reloads.
+#[derive(Default)]
+pub struct Budgets {
+    accounts: DashMap<Arc<str>, Arc<Account>>,
+}
+
+impl Budgets {
+    /// The client's account (created empty, for the current window).
+    pub fn account(&self, client: &Arc<str>) -> Arc<Account> {
+        if let Some(a) = self.accounts.get(client) {
+            return a.clone();
+        }
+        self.accounts.entry(client.clone()).or_default().clone()
+    }
+
+    /// A request's hold on the client's budget (nothing reserved yet).
+    pub fn hold(&self, client: &Arc<str>, budget: Budget) -> Hold {
+        Hold {
+            account: self.account(client),
+            budget,
+            held: 0.0,
+        }
+    }
+
+    pub fn known(&self, client: &str) -> bool {
+        self.accounts.contains_key(client)
+    }
+}
+
+#[derive(Default)]
+pub struct Account {
+    window: Mutex<Window>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Window {
+    /// `[start, end)` in Unix ms; `end == 0` before first use.
+    start_ms: i64,
+    end_ms: i64,
+    spent: f64,
+    reserved: f64,
+}
+
+/// What `/admin/clients` shows of an account.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Snapshot {
+    pub spent_usd: f64,
+    pub reserved_usd: f64,
+    pub resets_at_ms: i64,
+}
+
+impl Window {
+    /// Move to the window `now` is in; spend starts over, reservations of
+    /// requests still in flight stay.
+    fn roll(&mut self, per: BudgetPeriod, now_ms: i64) {
+        if now_ms >= self.start_ms && now_ms < self.end_ms {
+            return;
+        }
+        let (start, end) = window(per, now_ms);
+        self.start_ms = start;
+        self.end_ms = end;
+        self.spent = 0.0;
+    }
+}
+
+/// Spend is compared with a little slack for float sums (a millionth of a cent).
+const EPS: f64 = 1e-8;
+
+impl Account {
+    fn with<T>(&self, per: BudgetPeriod, now_ms: i64, f: impl FnOnce(&mut Window) -> T) -> T {
+        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.roll(per, now_ms);
+        f(&mut w)
+    }
+
+    /// Reserve `usd` if it fits what is left (and something is left).
+    fn reserve(&self, b: &Budget, usd: f64, now_ms: i64) -> bool {
+        self.with(b.per, now_ms, |w| {
+            let fits = w.spent < b.usd - EPS && w.spent + w.reserved + usd <= b.usd + EPS;
+            if fits {
+                w.reserved += usd;
+            }
+            fits
+        })
+    }
+
+    fn settle(&self, b: &Budget, held: f64, cost: f64, now_ms: i64) {
+        self.with(b.per, now_ms, |w| {
+            w.reserved = (w.reserved - held).max(0.0);
+            w.spent += cost;
+        });
+    }
+
+    /// Spend found in the usage store for the window that holds `now_ms`.
+    pub fn seed(&self, per: BudgetPeriod, spent: f64, now_ms: i64) {
+        self.with(per, now_ms, |w| w.spent = spent);
+    }
+
+    pub fn snapshot(&self, per: BudgetPeriod, now_ms: i64) -> Snapshot {
+        self.with(per, now_ms, |w| Snapshot {
+            spent_usd: w.spent,
+            reserved_usd: w.reserved,
+            resets_at_ms: w.end_ms,
+        })
+    }
+}
+
+/// One request's reservation against its client's budget.
+pub struct Hold {
+    account: Arc<Account>,
+    budget: Budget,
+    held: f64,
+}
+
+impl Hold {
+    /// Make the hold at least `usd` (the worst case on the deployment about
+    /// to be tried). `false`: it does not fit; nothing changed.
+    pub fn cover(&mut self, usd: f64) -> bool {
+        self.cover_at(usd, now_ms())
+    }
+
+    fn cover_at(&mut self, usd: f64, now: i64) -> bool {
+        let more = usd - self.held;
+        if more <= 0.0 {
+            // Already covered; still refuse once the window is spent.
+            return self
+                .account
+                .with(self.budget.per, now, |w| w.spent < self.budget.usd - EPS);
+        }
+        if self.account.reserve(&self.budget, more, now) {
+            self.held = usd;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Replace the reservation with what the request really cost; what is
+    /// left of the window after it.
+    pub fn settle(mut self, cost: f64) -> f64 {
+        let held = std::mem::take(&mut self.held);
+        let now = now_ms();
+        self.account.settle(&self.budget, held, cost, now);
+        let s = self.account.snapshot(self.budget.per, now);
+        (self.budget.usd - s.spent_usd - s.reserved_usd).max(0.0)
+    }
+
+    /// What is left of the window, this request's reservation taken out.
+    pub fn remaining(&self) -> f64 {
+        let s = self.account.snapshot(self.budget.per, now_ms());
+        (self.budget.usd - s.spent_usd - s.reserved_usd).max(0.0)
+    }
+
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hold({:.6} of {:?})", self.held, self.budget)
+    }
+}
+
+impl Drop for Hold {
+    /// A hold never settled (a panic, a path that forgot) gives its
+    /// reservation back rather than leak it.
+    fn drop(&mut self) {
+        if self.held > 0.0 {
+            self.account.settle(&self.budget, self.held, 0.0, now_ms());
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::usage::query::now_ms()
+}
+
+/// When no output cap is known at all (no `max_tokens`, no
+/// `max_output_tokens`, no `context_window`), the worst case assumes this.
+pub const UNKNOWN_OUTPUT_CAP: u64 = 4096;
+
+/// The most a request can cost on `dep` (contract §2): estimated input ×
+/// input price + the output cap (`max_tokens`, else the deployment's
+/// `max_output_tokens`, else the room left in its context window) × output
+/// price. `output: false` for calls that produce no tokens (embeddings).
+pub fn worst_case(dep: &Deployment, prompt: u64, max_tokens: Option<u32>, output: bool) -> f64 {
+    let Some(p) = &dep.pricing else { return 0.0 };
+    let cap = if !output {
+        0
+    } else if let Some(m) = max_tokens {
+        u64::from(m)
+    } else if let Some(m) = dep.max_output_tokens {
+        u64::from(m)
+    } else if let Some(cw) = dep.context_window {
+        u64::from(cw).saturating_sub(prompt)
+    } else {
+        UNKNOWN_OUTPUT_CAP
+    };
+    (prompt as f64 * p.input + cap as f64 * p.output) / 1e6
+}
+
+/// The calendar window (UTC) that holds `now_ms`: `[start, end)` in ms.
+pub fn window(per: BudgetPeriod, now_ms: i64) -> (i64, i64) {
+    const HOUR: i64 = 3_600_000;
+    const DAY: i64 = 86_400_000;
+    match per {
+        BudgetPeriod::Hour => {
+            let s = now_ms.div_euclid(HOUR) * HOUR;
+            (s, s + HOUR)
+        }
+        BudgetPeriod::Day => {
+            let s = now_ms.div_euclid(DAY) * DAY;
+            (s, s + DAY)
+        }
+        BudgetPeriod::Month => {
+            let Ok(t) = time::OffsetDateTime::from_unix_timestamp(now_ms.div_euclid(1000)) else {
+                let s = now_ms.div_euclid(DAY) * DAY;
+                return (s, s + DAY);
+            };
+            let first = |y: i32, m: time::Month| {
+                time::Date::from_calendar_date(y, m, 1)
+                    .map(|d| d.midnight().assume_utc().unix_timestamp() * 1000)
+                    .unwrap_or(0)
+            };
+            let (y, m) = (t.year(), t.month());
+            let (ny, nm) = if m == time::Month::December {
+                (y + 1, time::Month::January)
+            } else {
+                (y, m.next())
+            };
+            (first(y, m), first(ny, nm))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(usd: f64) -> Budget {
+        Budget {
+            usd,
+            per: BudgetPeriod::Day,
+        }
+    }
+
+    #[test]
+    fn windows_are_utc_calendar_periods() {
+        // 2026-12-01T13:45:00Z
+        let t = 1_796_132_700_000;
+        assert_eq!(
+            window(BudgetPeriod::Hour, t),
+            (1_796_130_000_000, 1_796_133_600_000)
+        );
+        assert_eq!(
+            window(BudgetPeriod::Day, t),
+            (1_796_083_200_000, 1_796_169_600_000)
+        );
+        // December 2026 → January 2027.
+        assert_eq!(
+            window(BudgetPeriod::Month, t),
+            (1_796_083_200_000, 1_798_761_600_000)
+        );
+        // A February.
+        let feb = 1_771_200_000_000; // 2026-02-16
+        assert_eq!(
+            window(BudgetPeriod::Month, feb),
+            (1_769_904_000_000, 1_772_323_200_000)
+        );
+    }
+
+    #[test]
+    fn holds_never_reserve_past_the_budget() {
+        let budgets = Budgets::default();
+        let c: Arc<str> = Arc::from("c");
+        let mut holds: Vec<Hold> = Vec::new();
+        for _ in 0..10 {
+            let mut h = budgets.hold(&c, b(1.0));
+            if h.cover(0.3) {
+                holds.push(h);
+            }
+        }
+        assert_eq!(holds.len(), 3, "0.3 fits three times into 1.0");
+        // Settling below the reservations makes room again.
+        for h in holds.drain(..) {
+            h.settle(0.1);
+        }
+        let mut h = budgets.hold(&c, b(1.0));
+        assert!(h.cover(0.7));
+        assert!((h.remaining() - 0.0).abs() < 1e-9);
+        // Raising the hold (a pricier fallback) needs room for the difference.
+        assert!(!h.cover(0.8));
+        drop(h);
+        let s = budgets.account(&c).snapshot(BudgetPeriod::Day, now_ms());
+        assert!((s.spent_usd - 0.3).abs() < 1e-9);
+        assert_eq!(
+            s.reserved_usd, 0.0,
+            "a dropped hold gives its reservation back"
+        );
+    }
+
+    #[test]
+    fn a_spent_window_refuses_even_free_requests_and_resets() {
+        let a = Account::default();
+        let bud = b(1.0);
+        let t = 1_796_132_700_000;
+        a.seed(BudgetPeriod::Day, 1.0, t);
+        assert!(!a.reserve(&bud, 0.0, t));
+        // The next day starts at zero.
+        assert!(a.reserve(&bud, 0.5, t + 86_400_000));
+    }
+
+    #[test]
+    fn the_worst_case_uses_the_first_cap_known() {
+        let mut d = Deployment {
+            pricing: Some(crate::config::Pricing {
+                input: 2.0,
+                output: 10.0,
+                cached_input: None,
+                cache_write: None,
+            }),
+            max_output_tokens: Some(1000),
+            context_window: Some(8000),
+            id: "p/m".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            capabilities: Default::default(),
+            region: None,
+        };
+        let mtok = 1e6;
+        assert!(
+            (worst_case(&d, 500, Some(100), true) - (500.0 * 2.0 + 100.0 * 10.0) / mtok).abs()
+                < 1e-12
+        );
+        assert!(
+            (worst_case(&d, 500, None, true) - (500.0 * 2.0 + 1000.0 * 10.0) / mtok).abs() < 1e-12
+        );
+        d.max_output_tokens = None;
+        assert!(
+            (worst_case(&d, 500, None, true) - (500.0 * 2.0 + 7500.0 * 10.0) / mtok).abs() < 1e-12
+        );
+        assert!((worst_case(&d, 500, None, false) - 500.0 * 2.0 / mtok).abs() < 1e-12);
+        d.pricing = None;
+        assert_eq!(worst_case(&d, 500, None, true), 0.0);
+    }
+}

@@ -1,0 +1,99 @@
+//! Virtual keys issued at run time (`POST /admin/clients/{id}/keys`): the
+//! key is shown once and only its sha256 is kept, here and in the usage
+//! store. Looked up after the config's keys; works and is revoked at once.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use rand::Rng;
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Issued {
+    pub client: Arc<str>,
+    pub id: Arc<str>,
+    pub created_at_ms: i64,
+}
+
+#[derive(Default)]
+pub struct IssuedKeys {
+    by_hash: DashMap<[u8; 32], Issued>,
+}
+
+/// A fresh key: `sy-` and 40 hex digits of randomness, its id and hash.
+pub struct NewKey {
+    pub key: String,
+    pub id: String,
+    pub sha256: [u8; 32],
+}
+
+pub fn generate() -> NewKey {
+    let mut rng = rand::rng();
+    let secret: [u8; 20] = rng.random();
+    let id: [u8; 6] = rng.random();
+    let key = format!("sy-{}", hex::encode(secret));
+    NewKey {
+        sha256: Sha256::digest(key.as_bytes()).into(),
+        id: format!("key-{}", hex::encode(id)),
+        key,
+    }
+}
+
+impl IssuedKeys {
+    pub fn get(&self, sha256: &[u8; 32]) -> Option<Issued> {
+        self.by_hash.get(sha256).map(|e| e.clone())
+    }
+
+    pub fn insert(&self, sha256: [u8; 32], k: Issued) {
+        self.by_hash.insert(sha256, k);
+    }
+
+    /// `true` when the client had that key.
+    pub fn remove(&self, client: &str, id: &str) -> bool {
+        let before = self.by_hash.len();
+        self.by_hash
+            .retain(|_, k| !(&*k.client == client && &*k.id == id));
+        self.by_hash.len() < before
+    }
+
+    /// A client's issued keys, oldest first.
+    pub fn of(&self, client: &str) -> Vec<Issued> {
+        let mut v: Vec<Issued> = self
+            .by_hash
+            .iter()
+            .filter(|e| &*e.client == client)
+            .map(|e| e.clone())
+            .collect();
+        v.sort_by(|a, b| a.created_at_ms.cmp(&b.created_at_ms).then(a.id.cmp(&b.id)));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issued_keys_work_until_removed() {
+        let keys = IssuedKeys::default();
+        let k = generate();
+        assert!(k.key.starts_with("sy-") && k.key.len() == 43);
+        let digest: [u8; 32] = Sha256::digest(k.key.as_bytes()).into();
+        assert_eq!(digest, k.sha256);
+        keys.insert(
+            k.sha256,
+            Issued {
+                client: Arc::from("a"),
+                id: Arc::from(k.id.as_str()),
+                created_at_ms: 1,
+            },
+        );
+        assert_eq!(keys.get(&k.sha256).map(|i| i.client), Some(Arc::from("a")));
+        assert!(
+            !keys.remove("b", &k.id),
+            "another client's key is not removed"
+        );
+        assert!(keys.remove("a", &k.id));
+        assert!(keys.get(&k.sha256).is_none());
+    }
+}

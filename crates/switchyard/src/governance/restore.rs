@@ -1,0 +1,41 @@
+//! What governance rebuilds from the usage store: each budgeted client's
+//! spend in its current window, and the keys issued at run time. Runs at
+//! start-up (before the listeners open) and after a reload (for clients the
+//! new config added).
+
+use crate::state::live::Live;
+use crate::usage::UsageStore;
+
+pub async fn restore(live: &Live, store: &UsageStore) -> Result<(), String> {
+    let now = crate::usage::query::now_ms();
+    let budgets = &live.registry.budgets;
+    for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
+        let Some(b) = c.budget else { continue };
+        if budgets.known(id) {
+            continue;
+        }
+        let (start, _) = super::budget::window(b.per, now);
+        let spent = store.spent(id, start).await?;
+        budgets.account(id).seed(b.per, spent, now);
+        if spent > 0.0 {
+            tracing::info!(client = %id, spent_usd = spent, "budget: spend of this window restored from the usage store");
+        }
+    }
+    for k in store.active_keys().await? {
+        let Some(sha) = hex::decode(&k.sha256)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        else {
+            continue;
+        };
+        live.registry.issued_keys.insert(
+            sha,
+            super::keys::Issued {
+                client: k.client.as_str().into(),
+                id: k.id.as_str().into(),
+                created_at_ms: k.created_at_ms,
+            },
+        );
+    }
+    Ok(())
+}
