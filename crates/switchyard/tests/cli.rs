@@ -117,8 +117,10 @@ models:
 routes:
   chat: {{ strategy: priority, targets: [mock/gpt-4o-mini] }}
 observability: {{ log_format: json, log_requests: true }}
+usage: {{ path: {}/usage.db }}
 ",
-        mock.base_url()
+        mock.base_url(),
+        dir.path().display()
     );
     std::fs::write(&path, yaml).unwrap();
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))

@@ -8,7 +8,7 @@ use switchyard_mock::MockServer;
 
 fn yaml(mock: &str, route: &str) -> String {
     format!(
-        "server: {{ listen: 127.0.0.1:0, admin_listen: 127.0.0.1:0 }}\nproviders:\n  mock: {{ protocol: openai, base_url: \"{mock}/v1\" }}\nmodels:\n  - {{ id: mock/a, provider: mock, model: a }}\nroutes:\n  {route}: {{ targets: [mock/a] }}\n"
+        "server: {{ listen: 127.0.0.1:0, admin_listen: 127.0.0.1:0 }}\nusage: {{ store: off }}\nproviders:\n  mock: {{ protocol: openai, base_url: \"{mock}/v1\" }}\nmodels:\n  - {{ id: mock/a, provider: mock, model: a }}\nroutes:\n  {route}: {{ targets: [mock/a] }}\n"
     )
 }
 

@@ -30,7 +30,11 @@ pub fn row(r: &RequestCtx) -> UsageRow {
         key_id: r.key_id.clone(),
         route: r.route.clone(),
         model: r.served_model.clone(),
-        deployment: r.selected.clone(),
+        // A failed request: the deployment that failed it.
+        deployment: r
+            .selected
+            .clone()
+            .or_else(|| last_sent.map(|a| a.deployment.clone())),
         status: r.status,
         outcome,
         stream: r.stream,

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::sync::{Arc, Mutex};
 
 use switchyard::config;
@@ -14,23 +16,43 @@ pub struct Harness {
     pub gw: Running,
     pub mock: MockServer,
     pub decisions: Arc<Mutex<Vec<String>>>,
+    /// The gateway's own directory (its SQLite usage store, unless the YAML
+    /// says otherwise); `{dir}` in the YAML names it.
+    pub dir: Arc<tempfile::TempDir>,
 }
 
-/// `{mock}` in the YAML is replaced by the mock's base URL. The YAML must not
-/// have a `server:` section: the harness adds one on ephemeral ports.
+/// `{mock}` in the YAML is replaced by the mock's base URL, `{dir}` by the
+/// harness's temporary directory. The YAML must not have a `server:`
+/// section: the harness adds one on ephemeral ports. Without a `usage:`
+/// section the gateway keeps its usage store in `{dir}/usage.db`.
 pub async fn start(yaml: &str) -> Harness {
     start_with(yaml, "").await
 }
 
 pub async fn start_with(yaml: &str, server_extra: &str) -> Harness {
+    let dir = Arc::new(tempfile::tempdir().expect("temporary directory"));
+    start_in(yaml, server_extra, dir).await
+}
+
+/// [`start_with`] in a given directory: a restart on the same store.
+pub async fn start_in(yaml: &str, server_extra: &str, dir: Arc<tempfile::TempDir>) -> Harness {
     let mock = MockServer::start("127.0.0.1:0").await.expect("mock starts");
+    let yaml = yaml
+        .replace("{mock}", &mock.base_url())
+        .replace("{dir}", &dir.path().display().to_string());
+    let has_usage = yaml.starts_with("usage:") || yaml.contains("\nusage:");
+    let usage = if has_usage {
+        String::new()
+    } else {
+        format!("usage:\n  path: {}/usage.db\n", dir.path().display())
+    };
     let full = format!(
-        "server:\n  listen: 127.0.0.1:0\n  admin_listen: 127.0.0.1:0\n{server_extra}\n{}",
-        yaml.replace("{mock}", &mock.base_url())
+        "server:\n  listen: 127.0.0.1:0\n  admin_listen: 127.0.0.1:0\n{server_extra}\n{yaml}\n{usage}"
     );
     let cfg = match config::load_str(&full, "test.yaml", &|name| match name {
         "TEST_KEY" => Some("sk-test-secret-value-1234".into()),
         "CLIENT_KEY" => Some("client-secret".into()),
+        "ADMIN_KEY" => Some("admin-secret".into()),
         _ => None,
     }) {
         Ok(c) => c,
@@ -57,6 +79,7 @@ pub async fn start_with(yaml: &str, server_extra: &str) -> Harness {
         gw,
         mock,
         decisions,
+        dir,
     }
 }
 
@@ -84,6 +107,29 @@ impl Harness {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("no decision line #{n}");
+    }
+
+    pub fn admin(&self, path: &str) -> String {
+        format!("{}{path}", self.gw.admin_url())
+    }
+
+    /// Every usage row queued so far is written.
+    pub async fn flush_usage(&self) {
+        let store = self.gw.app.usage.as_ref().expect("a usage store");
+        assert!(
+            store.flush(std::time::Duration::from_secs(10)).await,
+            "usage rows written"
+        );
+    }
+
+    /// `GET /admin/usage?{query}`, after a flush.
+    pub async fn usage(&self, query: &str) -> serde_json::Value {
+        self.flush_usage().await;
+        let r = reqwest::get(self.admin(&format!("/admin/usage?{query}")))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().await.unwrap()
     }
 
     pub async fn post(&self, body: serde_json::Value) -> reqwest::Response {
