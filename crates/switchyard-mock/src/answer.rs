@@ -30,6 +30,27 @@ pub struct Answer {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub reasoning_tokens: u64,
+    /// Prompt tokens read from the prompt cache (part of `prompt_tokens`).
+    pub cached_tokens: u64,
+    /// Prompt tokens written to the prompt cache (part of `prompt_tokens`, besides
+    /// `cached_tokens`).
+    pub cache_write_tokens: u64,
+}
+
+impl Answer {
+    /// Prompt tokens neither read from nor written to the cache (Anthropic's `input_tokens`).
+    pub fn uncached_prompt_tokens(&self) -> u64 {
+        self.prompt_tokens
+            .saturating_sub(self.cached_tokens)
+            .saturating_sub(self.cache_write_tokens)
+    }
+}
+
+/// `(cached, cache_write)` clamped so that together they never exceed `prompt`:
+/// `cache_write` is reduced first, then `cached`.
+pub fn clamp_cache(prompt: u64, cached: u64, cache_write: u64) -> (u64, u64) {
+    let cached = cached.min(prompt);
+    (cached, cache_write.min(prompt - cached))
 }
 
 /// Argument fragment size for streamed tool calls.
@@ -94,6 +115,8 @@ fn tool_answer(
 /// Decide the answer for `conv` under `b`. `seq` numbers tool-call ids.
 pub fn decide(proto: Proto, conv: &Conv, b: &Behavior, seq: u64) -> Answer {
     let prompt_tokens = text::prompt_tokens(conv.prompt_chars);
+    let (cached_tokens, cache_write_tokens) =
+        clamp_cache(prompt_tokens, b.cached_tokens, b.cache_write_tokens);
     let call = if let Some(tl) = &b.tool_loop {
         // Scripted loop: call until a result is in, whatever the tool choice says and
         // whether or not the named tool is among those offered.
@@ -130,6 +153,8 @@ pub fn decide(proto: Proto, conv: &Conv, b: &Behavior, seq: u64) -> Answer {
             prompt_tokens,
             completion_tokens: frags,
             reasoning_tokens: 0,
+            cached_tokens,
+            cache_write_tokens,
         };
     }
     let loop_final = b.tool_loop.as_ref().and_then(|tl| tl.final_text.as_ref());
@@ -160,5 +185,22 @@ pub fn decide(proto: Proto, conv: &Conv, b: &Behavior, seq: u64) -> Answer {
         content: Content::Text { reasoning, pieces },
         prompt_tokens,
         reasoning_tokens,
+        cached_tokens,
+        cache_write_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clamp_cache;
+
+    #[test]
+    fn clamp() {
+        assert_eq!(clamp_cache(100, 30, 20), (30, 20));
+        assert_eq!(clamp_cache(40, 30, 20), (30, 10));
+        assert_eq!(clamp_cache(30, 30, 20), (30, 0));
+        assert_eq!(clamp_cache(10, 30, 20), (10, 0));
+        assert_eq!(clamp_cache(5, 0, 20), (0, 5));
+        assert_eq!(clamp_cache(5, 0, 0), (0, 0));
     }
 }

@@ -19,12 +19,17 @@ pub fn midstream_error() -> Bytes {
     Bytes::from_static(&MIDSTREAM_SSE.as_bytes()[start..])
 }
 
+/// `input_tokens` excludes the cache: prompt = input + cache read + cache creation (all
+/// cache writes are reported as 5-minute ephemeral ones).
 fn usage(ans: &Answer, output_tokens: u64) -> Value {
     json!({
-        "input_tokens": ans.prompt_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "input_tokens": ans.uncached_prompt_tokens(),
+        "cache_creation_input_tokens": ans.cache_write_tokens,
+        "cache_read_input_tokens": ans.cached_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": ans.cache_write_tokens,
+            "ephemeral_1h_input_tokens": 0
+        },
         "output_tokens": output_tokens,
         "service_tier": "standard",
         "inference_geo": "not_available"
@@ -169,9 +174,9 @@ fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(ans), "stop_sequence": null},
             "usage": {
-                "input_tokens": ans.prompt_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "input_tokens": ans.uncached_prompt_tokens(),
+                "cache_creation_input_tokens": ans.cache_write_tokens,
+                "cache_read_input_tokens": ans.cached_tokens,
                 "output_tokens": ans.completion_tokens
             }
         })));

@@ -44,6 +44,12 @@ pub struct Behavior {
     /// Scripted tool loop for agent clients: call a tool first, answer `final` once its
     /// result comes back.
     pub tool_loop: Option<ToolLoop>,
+    /// Prompt tokens reported as read from the provider's prompt cache (a part of the
+    /// prompt; clamped to it).
+    pub cached_tokens: u64,
+    /// Prompt tokens reported as written to the prompt cache (Anthropic only; clamped to
+    /// the prompt left after `cached_tokens`).
+    pub cache_write_tokens: u64,
 }
 
 /// A scripted one-step tool loop (`"tool_loop": {"tool": …, "arguments": …, "final": …}`).
@@ -213,6 +219,18 @@ impl Behavior {
     /// Builder: set `text`.
     pub fn with_text(mut self, text: impl Into<String>) -> Behavior {
         self.text = Some(text.into());
+        self
+    }
+
+    /// Builder: set `cached_tokens`.
+    pub fn cached(mut self, n: u64) -> Behavior {
+        self.cached_tokens = n;
+        self
+    }
+
+    /// Builder: set `cache_write_tokens`.
+    pub fn cache_write(mut self, n: u64) -> Behavior {
+        self.cache_write_tokens = n;
         self
     }
 }

@@ -5,7 +5,7 @@ use crate::conv::Conv;
 use crate::json::{gemini_compact, pretty_nl};
 use crate::render::{fixed, Ctx, Payload, Rendered, StreamOpts};
 use bytes::Bytes;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 const MIDSTREAM_TXT: &str = fixture!("gemini/stream_error_midstream.txt");
 
@@ -33,27 +33,48 @@ fn safety_ratings() -> Value {
     )
 }
 
-fn usage_final(ans: &Answer) -> Value {
-    let candidates = ans.completion_tokens - ans.reasoning_tokens;
-    let mut u = json!({
-        "promptTokenCount": ans.prompt_tokens,
-        "candidatesTokenCount": candidates,
-        "totalTokenCount": ans.prompt_tokens + ans.completion_tokens,
-        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": ans.prompt_tokens}],
-        "candidatesTokensDetails": [{"modality": "TEXT", "tokenCount": candidates}]
-    });
-    if ans.reasoning_tokens > 0 {
-        u["thoughtsTokenCount"] = Value::from(ans.reasoning_tokens);
+/// `usageMetadata` in Gemini's key order (`gemini/generate_usage_cached_thoughts.response.json`):
+/// counts, `cachedContentTokenCount` (only with a cache hit, a part of `promptTokenCount`),
+/// the `*TokensDetails` lists (`cacheTokensDetails` likewise), `thoughtsTokenCount` last.
+/// `candidates` is `None` in the partial usage of intermediate stream frames.
+fn usage_metadata(ans: &Answer, candidates: Option<u64>) -> Value {
+    let modality = |n: u64| json!([{"modality": "TEXT", "tokenCount": n}]);
+    let mut u = Map::new();
+    u.insert("promptTokenCount".into(), Value::from(ans.prompt_tokens));
+    let mut total = ans.prompt_tokens;
+    if let Some(c) = candidates {
+        u.insert("candidatesTokenCount".into(), Value::from(c));
+        total += ans.completion_tokens;
     }
-    u
+    u.insert("totalTokenCount".into(), Value::from(total));
+    if ans.cached_tokens > 0 {
+        u.insert(
+            "cachedContentTokenCount".into(),
+            Value::from(ans.cached_tokens),
+        );
+    }
+    u.insert("promptTokensDetails".into(), modality(ans.prompt_tokens));
+    if ans.cached_tokens > 0 {
+        u.insert("cacheTokensDetails".into(), modality(ans.cached_tokens));
+    }
+    if let Some(c) = candidates {
+        u.insert("candidatesTokensDetails".into(), modality(c));
+        if ans.reasoning_tokens > 0 {
+            u.insert(
+                "thoughtsTokenCount".into(),
+                Value::from(ans.reasoning_tokens),
+            );
+        }
+    }
+    Value::Object(u)
+}
+
+fn usage_final(ans: &Answer) -> Value {
+    usage_metadata(ans, Some(ans.completion_tokens - ans.reasoning_tokens))
 }
 
 fn usage_partial(ans: &Answer) -> Value {
-    json!({
-        "promptTokenCount": ans.prompt_tokens,
-        "totalTokenCount": ans.prompt_tokens,
-        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": ans.prompt_tokens}]
-    })
+    usage_metadata(ans, None)
 }
 
 fn parts(ans: &Answer) -> Vec<Value> {

@@ -23,7 +23,7 @@ fn usage(ans: &Answer) -> Value {
         "prompt_tokens": ans.prompt_tokens,
         "completion_tokens": ans.completion_tokens,
         "total_tokens": ans.prompt_tokens + ans.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": ans.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": ans.reasoning_tokens,
             "audio_tokens": 0,

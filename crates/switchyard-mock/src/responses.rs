@@ -70,7 +70,7 @@ impl Ids {
 fn usage(ans: &Answer) -> Value {
     json!({
         "input_tokens": ans.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": ans.cached_tokens},
         "output_tokens": ans.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": ans.reasoning_tokens},
         "total_tokens": ans.prompt_tokens + ans.completion_tokens
