@@ -111,3 +111,48 @@ async fn a_stream_cut_for_good_is_billed_what_it_streamed() {
         "never spend 0 for a billed call: {d}"
     );
 }
+
+/// Every price kind at once: fresh input, cache reads, cache writes and
+/// output (reasoning included), through the Anthropic upstream that reports
+/// all of them, streamed and not.
+#[tokio::test]
+async fn each_price_kind_is_charged_at_its_own_price() {
+    let yaml = r#"
+providers:
+  an: { protocol: anthropic, base_url: "{mock}" }
+models:
+  - { id: an/c, provider: an, model: c, capabilities: [streaming], pricing: { input: 3.0, output: 15.0, cached_input: 0.3, cache_write: 3.75 } }
+routes:
+  chat: { targets: [an/c] }
+"#;
+    let h = common::start(yaml).await;
+    let long = "word ".repeat(200);
+    h.mock
+        .set_default(Behavior::default().cached(120).cache_write(40));
+    let mut costs = Vec::new();
+    for stream in [false, true] {
+        let r = h
+            .post(json!({"model": "chat", "stream": stream, "messages": common::user(&long)}))
+            .await;
+        assert_eq!(r.status(), 200);
+        r.text().await.unwrap();
+        let d = h.decision(costs.len()).await;
+        let (input, output, cached) = (
+            d["tokens"]["input"].as_u64().unwrap(),
+            d["tokens"]["output"].as_u64().unwrap(),
+            d["tokens"]["cached"].as_u64().unwrap(),
+        );
+        assert_eq!(cached, 120, "{d}");
+        // Input counts every prompt token: fresh, read and written.
+        let fresh = input - 120 - 40;
+        let want = (fresh as f64 * 3.0 + 120.0 * 0.3 + 40.0 * 3.75 + output as f64 * 15.0) / 1e6;
+        let got = d["cost_usd"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "stream={stream}: {got} vs {want}: {d}");
+        costs.push(got);
+    }
+    assert!((costs[0] - costs[1]).abs() < 1e-12, "{costs:?}");
+    let u = h.usage("group_by=deployment").await;
+    let row = &u["rows"][0];
+    assert_eq!(row["cached_input_tokens"], 240);
+    assert!((row["cost_usd"].as_f64().unwrap() - 2.0 * costs[0]).abs() < 1e-12, "{u}");
+}
