@@ -44,6 +44,8 @@ pub struct ChatRequest {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+// Stored conversations (the usage store) keep messages as JSON.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub enum Role {
     System,
     #[default]
@@ -53,6 +55,8 @@ pub enum Role {
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
+// Stored conversations (the usage store) keep messages as JSON.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Message {
     pub role: Role,
     pub content: Vec<ContentPart>,
@@ -79,6 +83,8 @@ impl Message {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+// Stored conversations (the usage store) keep messages as JSON.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub enum ContentPart {
     Text(String),
     Image {
@@ -102,6 +108,8 @@ pub enum ContentPart {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+// Stored conversations (the usage store) keep messages as JSON.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub enum ImageSource {
     Url(String),
     Base64 { media_type: String, data: String },
@@ -130,6 +138,8 @@ pub enum ToolChoice {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+// Stored conversations (the usage store) keep messages as JSON.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,

@@ -93,6 +93,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let live = Live::build(config, &registry)?;
     let metrics: Arc<crate::observe::metrics::Metrics> = Default::default();
     let usage = open_usage(&live, &metrics).await?;
+    let live_usage = live.config.usage.clone();
     let mut sinks: Vec<Arc<dyn crate::sinks::Sink>> = vec![
         Arc::new(crate::sinks::metrics::MetricsSink(metrics.clone())),
         Arc::new(opts.decisions),
@@ -105,7 +106,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         sinks: crate::sinks::Sinks::new(sinks),
         config_path: opts.config_path.map(Arc::from),
         metrics,
-        responses: Arc::new(crate::state::responses::MemoryResponses::default()),
+        responses: response_store(&usage, &live_usage),
         usage,
     };
     let shutdown = CancellationToken::new();
@@ -340,6 +341,19 @@ async fn open_usage(
         .map_err(|e| format!("usage store ({}): {e}", store.name))?;
     tracing::info!(store = %store.name, "usage store ready");
     Ok(Some(Arc::new(store)))
+}
+
+/// Stored Responses-API answers: in the usage store when there is one,
+/// else in memory only (the start-up log says so).
+fn response_store(
+    usage: &Option<Arc<crate::usage::UsageStore>>,
+    cfg: &crate::config::Usage,
+) -> Arc<dyn crate::state::responses::ResponseStore> {
+    use crate::state::responses::{LedgerResponses, MemoryResponses};
+    match usage {
+        Some(u) => Arc::new(LedgerResponses::new(u.clone())),
+        None => Arc::new(MemoryResponses::new(cfg.store_responses, 10_000, 256 << 20)),
+    }
 }
 
 /// Retention: request rows and stored responses past their time, hourly.

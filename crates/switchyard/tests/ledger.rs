@@ -316,3 +316,56 @@ async fn the_usage_command_prints_what_the_admin_api_answers() {
     let total = table.lines().last().unwrap();
     assert!(total.starts_with("TOTAL") && total.contains(" 3 "), "{table}");
 }
+
+#[tokio::test]
+async fn stored_responses_survive_a_restart() {
+    let yaml = r#"
+providers:
+  an: { protocol: anthropic, base_url: "{mock}" }
+  oa: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: an/claude, provider: an, model: claude-sonnet-4-5, max_output_tokens: 2048 }
+  - { id: oa/gpt, provider: oa, model: gpt-4o-mini }
+"#;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let h = common::start_in(yaml, "", dir.clone()).await;
+    let http = reqwest::Client::new();
+    let create = |h: &common::Harness, body: Value| http.post(h.url("/v1/responses")).json(&body).send();
+    let first: Value = create(&h, json!({"model": "an/claude", "input": "My name is Ada."}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = first["id"].as_str().unwrap().to_owned();
+    h.gw.shutdown().await;
+
+    let h = common::start_in(yaml, "", dir.clone()).await;
+    let got: Value = http
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got, first, "read back from the store as the client got it");
+    let r = create(&h, json!({"model": "oa/gpt", "previous_response_id": id, "input": "What is my name?"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sent = h.mock.requests().last().unwrap().json.clone().unwrap();
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "the stored history went along: {sent}");
+    assert_eq!(messages[0]["content"], "My name is Ada.");
+    assert_eq!(messages[1]["content"], "Hello from the mock anthropic provider.");
+    // Deleted: gone at once, and after the next restart too.
+    let del = http.delete(h.url(&format!("/v1/responses/{id}"))).send().await.unwrap();
+    assert_eq!(del.status(), 200);
+    let again = http.get(h.url(&format!("/v1/responses/{id}"))).send().await.unwrap();
+    assert_eq!(again.status(), 404);
+    h.gw.shutdown().await;
+    let h = common::start_in(yaml, "", dir).await;
+    let gone = http.get(h.url(&format!("/v1/responses/{id}"))).send().await.unwrap();
+    assert_eq!(gone.status(), 404);
+}

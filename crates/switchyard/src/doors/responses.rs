@@ -106,6 +106,13 @@ pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
 }
 
 impl ResponsesIn<'_> {
+    /// The store key of the conversation this request continues, if any.
+    pub fn previous_key(&self, client: Option<&str>) -> Option<String> {
+        let (_, extras) = self.decoded.as_ref().ok()?;
+        let prev = extras.previous_response_id.as_deref()?;
+        Some(store_key(client, prev))
+    }
+
     /// Before routing: continue a stored conversation, and note where the
     /// answer is to be kept.
     pub fn prepare(&mut self, store: &Arc<dyn ResponseStore>, client: Option<&str>) {

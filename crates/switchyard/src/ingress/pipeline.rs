@@ -35,6 +35,9 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
         let (who, bytes) = admit(&live, &headers, body, &mut ctx).await?;
         let mut inbound = door.decode(super::body::utf8(&bytes)?)?;
         if let Inbound::Responses(r) = &mut inbound {
+            if let Some(key) = r.previous_key(ctx.client.as_deref()) {
+                app.responses.load(&key).await;
+            }
             r.prepare(&app.responses, ctx.client.as_deref());
         }
         run(

@@ -28,6 +28,7 @@ pub async fn retrieve(
         Ok(client) => store_key(client.as_deref(), &id),
         Err(e) => return respond::error(Door::Responses, &e, &rid),
     };
+    app.responses.load(&key).await;
     match app.responses.get(&key) {
         Some(s) => respond::plain_json(Body::from(s.body), &rid),
         None => respond::error(Door::Responses, &not_found(&id), &rid),
@@ -44,6 +45,7 @@ pub async fn delete(
         Ok(client) => store_key(client.as_deref(), &id),
         Err(e) => return respond::error(Door::Responses, &e, &rid),
     };
+    app.responses.load(&key).await;
     if !app.responses.delete(&key) {
         return respond::error(Door::Responses, &not_found(&id), &rid);
     }

@@ -6,12 +6,17 @@
 //! bytes, and entries expire after their TTL.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use switchyard_protocol::ir::Message;
 use tokio::time::Instant;
+
+use crate::usage::record::{StoredResponse, Write};
+use crate::usage::UsageStore;
 
 /// One stored answer: the conversation up to and including it (as the IR,
 /// instructions left out: they are not inherited), and the Response body as
@@ -27,6 +32,100 @@ pub trait ResponseStore: Send + Sync {
     fn put(&self, id: String, stored: Stored);
     /// `true` when there was such a response.
     fn delete(&self, id: &str) -> bool;
+    /// Bring `id` from a slower backing store into reach of [`Self::get`]
+    /// (called once, before a request that names it).
+    fn load<'a>(&'a self, _id: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(async {})
+    }
+}
+
+/// Memory in front of the usage store: answers are written through (off
+/// the request path, by the store's writer) and read back from the store
+/// only when memory no longer has them — after a restart, or on another
+/// instance sharing PostgreSQL.
+pub struct LedgerResponses {
+    memory: MemoryResponses,
+    store: Arc<UsageStore>,
+    /// Ids deleted here whose delete may still wait in the writer's queue:
+    /// never read back from the store (bounded; deletes are rare).
+    deleted: Mutex<VecDeque<String>>,
+}
+
+const TOMBSTONES: usize = 10_000;
+
+impl LedgerResponses {
+    pub fn new(store: Arc<UsageStore>) -> Self {
+        LedgerResponses {
+            memory: MemoryResponses::new(store.store_responses, 10_000, 256 << 20),
+            store,
+            deleted: Mutex::default(),
+        }
+    }
+
+    fn was_deleted(&self, id: &str) -> bool {
+        self.deleted
+            .lock()
+            .is_ok_and(|d| d.iter().any(|x| x == id))
+    }
+}
+
+impl ResponseStore for LedgerResponses {
+    fn get(&self, id: &str) -> Option<Stored> {
+        self.memory.get(id)
+    }
+
+    fn put(&self, id: String, stored: Stored) {
+        let now = crate::usage::query::now_ms();
+        let ttl = i64::try_from(self.store.store_responses.as_millis()).unwrap_or(i64::MAX);
+        match serde_json::to_string(&*stored.history) {
+            Ok(history) => self.store.send(Write::PutResponse(StoredResponse {
+                id: id.clone(),
+                created_at_ms: now,
+                expires_at_ms: now.saturating_add(ttl),
+                body: String::from_utf8_lossy(&stored.body).into_owned(),
+                history,
+            })),
+            Err(e) => tracing::warn!("a stored response could not be encoded: {e}"),
+        }
+        self.memory.put(id, stored);
+    }
+
+    fn delete(&self, id: &str) -> bool {
+        self.store.send(Write::DeleteResponse(id.to_owned()));
+        if let Ok(mut d) = self.deleted.lock() {
+            if d.len() >= TOMBSTONES {
+                d.pop_front();
+            }
+            d.push_back(id.to_owned());
+        }
+        self.memory.delete(id)
+    }
+
+    fn load<'a>(&'a self, id: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if self.memory.get(id).is_some() || self.was_deleted(id) {
+                return;
+            }
+            let found = match self.store.get_response(id).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(store = %self.store.name, "a stored response could not be read: {e}");
+                    return;
+                }
+            };
+            let Some(r) = found else { return };
+            match serde_json::from_str::<Vec<Message>>(&r.history) {
+                Ok(history) => self.memory.put(
+                    id.to_owned(),
+                    Stored {
+                        history: Arc::new(history),
+                        body: Bytes::from(r.body),
+                    },
+                ),
+                Err(e) => tracing::warn!("a stored response could not be decoded: {e}"),
+            }
+        })
+    }
 }
 
 /// The in-process store: oldest entries go first when it is full.
