@@ -26,8 +26,10 @@ clients:
 fn ask(http: &reqwest::Client, h: &common::Harness, stream: bool) -> reqwest::RequestBuilder {
     http.post(h.url("/v1/chat/completions"))
         .bearer_auth("client-secret")
-        .json(&json!({"model": "chat", "stream": stream, "max_tokens": 1000,
-                      "messages": common::user("What is the capital of France?")}))
+        .json(
+            &json!({"model": "chat", "stream": stream, "max_tokens": 1000,
+                      "messages": common::user("What is the capital of France?")}),
+        )
 }
 
 async fn budget_of(h: &common::Harness) -> Value {
@@ -67,9 +69,16 @@ async fn parallel_requests_never_spend_past_the_budget() {
     for (_, remaining, body) in &refused {
         let e: Value = serde_json::from_str(body).unwrap();
         assert_eq!(e["error"]["code"], "budget_exceeded", "{body}");
-        assert!(remaining.is_some(), "a budgeted client is told what is left");
+        assert!(
+            remaining.is_some(),
+            "a budgeted client is told what is left"
+        );
     }
-    assert_eq!(h.mock.requests().len(), 5, "refusals never reach the upstream");
+    assert_eq!(
+        h.mock.requests().len(),
+        5,
+        "refusals never reach the upstream"
+    );
     // Every reservation has been replaced by the real cost.
     h.flush_usage().await;
     let b = budget_of(&h).await;
@@ -81,7 +90,10 @@ async fn parallel_requests_never_spend_past_the_budget() {
         .iter()
         .filter_map(|d| d["cost_usd"].as_f64())
         .sum();
-    assert!((spent - logged).abs() < 1e-9, "settled {spent} vs logged {logged}");
+    assert!(
+        (spent - logged).abs() < 1e-9,
+        "settled {spent} vs logged {logged}"
+    );
     // Real costs settled far below the reservations: admission resumes.
     h.mock.set_default(Behavior::default());
     let r = ask(&http, &h, false).send().await.unwrap();
@@ -96,27 +108,43 @@ async fn parallel_requests_never_spend_past_the_budget() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!((left - (5.5 - spent - cost)).abs() < 1e-5, "{left} {spent} {cost}");
+    assert!(
+        (left - (5.5 - spent - cost)).abs() < 1e-5,
+        "{left} {spent} {cost}"
+    );
     // The metrics say who was refused and what was spent.
-    let m = reqwest::get(h.admin("/metrics")).await.unwrap().text().await.unwrap();
+    let m = reqwest::get(h.admin("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(
         m.contains("switchyard_budget_rejections_total{client=\"team\"} 25"),
         "{m}"
     );
-    assert!(m.contains("switchyard_budget_spent_usd{client=\"team\"}"), "{m}");
+    assert!(
+        m.contains("switchyard_budget_spent_usd{client=\"team\"}"),
+        "{m}"
+    );
 }
 
 #[tokio::test]
 async fn a_failed_attempt_releases_its_reservation() {
     let h = common::start(BUDGETED).await;
-    h.mock.set_default(Behavior::fixture("openai/error_400_context_length"));
+    h.mock
+        .set_default(Behavior::fixture("openai/error_400_context_length"));
     let http = reqwest::Client::new();
     for _ in 0..8 {
         let r = ask(&http, &h, false).send().await.unwrap();
         assert_eq!(r.status(), 400, "the upstream's error, not budget_exceeded");
     }
     let b = budget_of(&h).await;
-    assert_eq!((b["spent_usd"].as_f64(), b["reserved_usd"].as_f64()), (Some(0.0), Some(0.0)), "{b}");
+    assert_eq!(
+        (b["spent_usd"].as_f64(), b["reserved_usd"].as_f64()),
+        (Some(0.0), Some(0.0)),
+        "{b}"
+    );
 }
 
 #[tokio::test]
@@ -137,10 +165,17 @@ clients:
     let r = ask(&http, &h, false).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-switchyard-deployment"], "oa/cheap");
-    assert_eq!(r.headers()["x-switchyard-fallback-reason"], "budget_exceeded");
+    assert_eq!(
+        r.headers()["x-switchyard-fallback-reason"],
+        "budget_exceeded"
+    );
     let d = h.decision(0).await;
     assert_eq!(d["attempts"][0]["outcome"], "budget_exceeded", "{d}");
-    assert_eq!(h.mock.requests().len(), 1, "the pricey one was never called");
+    assert_eq!(
+        h.mock.requests().len(),
+        1,
+        "the pricey one was never called"
+    );
 }
 
 #[tokio::test]
@@ -164,7 +199,10 @@ async fn spend_survives_a_restart_on_the_same_store() {
         (after["spent_usd"].as_f64().unwrap() - before).abs() < 1e-9,
         "{before} vs {after}"
     );
-    assert!(after["resets_at"].as_str().unwrap().ends_with("T00:00:00Z"), "{after}");
+    assert!(
+        after["resets_at"].as_str().unwrap().ends_with("T00:00:00Z"),
+        "{after}"
+    );
 }
 
 #[tokio::test]
@@ -187,7 +225,9 @@ async fn a_restored_spend_that_fills_the_budget_refuses_at_once() {
     let r = ask(&http, &h, false).send().await.unwrap();
     assert_eq!(r.status(), 429);
     assert_eq!(
-        r.headers()["x-switchyard-budget-remaining-usd"].to_str().unwrap(),
+        r.headers()["x-switchyard-budget-remaining-usd"]
+            .to_str()
+            .unwrap(),
         "0.000000"
     );
     assert!(h.mock.requests().is_empty());

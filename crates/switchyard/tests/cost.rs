@@ -147,12 +147,18 @@ routes:
         let fresh = input - 120 - 40;
         let want = (fresh as f64 * 3.0 + 120.0 * 0.3 + 40.0 * 3.75 + output as f64 * 15.0) / 1e6;
         let got = d["cost_usd"].as_f64().unwrap();
-        assert!((got - want).abs() < 1e-12, "stream={stream}: {got} vs {want}: {d}");
+        assert!(
+            (got - want).abs() < 1e-12,
+            "stream={stream}: {got} vs {want}: {d}"
+        );
         costs.push(got);
     }
     assert!((costs[0] - costs[1]).abs() < 1e-12, "{costs:?}");
     let u = h.usage("group_by=deployment").await;
     let row = &u["rows"][0];
     assert_eq!(row["cached_input_tokens"], 240);
-    assert!((row["cost_usd"].as_f64().unwrap() - 2.0 * costs[0]).abs() < 1e-12, "{u}");
+    assert!(
+        (row["cost_usd"].as_f64().unwrap() - 2.0 * costs[0]).abs() < 1e-12,
+        "{u}"
+    );
 }

@@ -70,7 +70,8 @@ async fn every_request_is_one_row_and_usage_adds_them_up() {
         .unwrap();
     assert!(body.contains("[DONE]"));
     // An upstream failure is a row too, counted as an error.
-    h.mock.script(vec![Behavior::fixture("openai/error_400_invalid_request")]);
+    h.mock
+        .script(vec![Behavior::fixture("openai/error_400_invalid_request")]);
     let r = http
         .post(h.url("/v1/chat/completions"))
         .json(&json!({"model": "chat", "messages": common::user("hello")}))
@@ -83,8 +84,14 @@ async fn every_request_is_one_row_and_usage_adds_them_up() {
     let by_route = h.usage("group_by=route").await;
     assert_eq!(by_route["group_by"], "route");
     let chat = row(&by_route, "chat");
-    assert_eq!((chat["requests"].as_i64(), chat["errors"].as_i64()), (Some(4), Some(1)));
-    assert!((chat["cost_usd"].as_f64().unwrap() - chat_cost).abs() < 1e-9, "{chat}");
+    assert_eq!(
+        (chat["requests"].as_i64(), chat["errors"].as_i64()),
+        (Some(4), Some(1))
+    );
+    assert!(
+        (chat["cost_usd"].as_f64().unwrap() - chat_cost).abs() < 1e-9,
+        "{chat}"
+    );
     let cheap = row(&by_route, "cheap");
     assert_eq!(cheap["requests"], 2);
     // Streamed or not, the same answer costs the same.
@@ -118,14 +125,24 @@ async fn every_request_is_one_row_and_usage_adds_them_up() {
     assert_eq!(past["rows"], json!([]));
     assert_eq!(past["since"], "2020-01-01T00:00:00Z");
     for bad in ["group_by=team", "since=yesterday", "since=1h&until=2h"] {
-        let r = reqwest::get(h.admin(&format!("/admin/usage?{bad}"))).await.unwrap();
+        let r = reqwest::get(h.admin(&format!("/admin/usage?{bad}")))
+            .await
+            .unwrap();
         assert_eq!(r.status(), 400, "{bad}");
         let e: Value = r.json().await.unwrap();
         assert_eq!(e["error"]["code"], "invalid_request");
     }
     // The metrics count what was written.
-    let m = reqwest::get(h.admin("/metrics")).await.unwrap().text().await.unwrap();
-    assert!(m.contains("switchyard_usage_store_writes_total{result=\"ok\"} 6"), "{m}");
+    let m = reqwest::get(h.admin("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains("switchyard_usage_store_writes_total{result=\"ok\"} 6"),
+        "{m}"
+    );
 }
 
 const KEYED: &str = r#"
@@ -154,9 +171,8 @@ async fn keys_issued_at_run_time_work_at_once_and_are_revoked_at_once() {
     let admin_key = "  admin_key_env: ADMIN_KEY";
     let h = common::start_in(KEYED, admin_key, dir.clone()).await;
     let http = reqwest::Client::new();
-    let admin = |m: reqwest::Method, path: &str| {
-        http.request(m, h.admin(path)).bearer_auth("admin-secret")
-    };
+    let admin =
+        |m: reqwest::Method, path: &str| http.request(m, h.admin(path)).bearer_auth("admin-secret");
     // The admin API needs its key; health checks do not.
     let r = reqwest::get(h.admin("/admin/clients")).await.unwrap();
     assert_eq!(r.status(), 401);
@@ -167,19 +183,33 @@ async fn keys_issued_at_run_time_work_at_once_and_are_revoked_at_once() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
-    assert_eq!(reqwest::get(h.admin("/healthz")).await.unwrap().status(), 200);
-    assert_eq!(reqwest::get(h.admin("/readyz")).await.unwrap().status(), 200);
+    assert_eq!(
+        reqwest::get(h.admin("/healthz")).await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        reqwest::get(h.admin("/readyz")).await.unwrap().status(),
+        200
+    );
 
-    let r = admin(reqwest::Method::POST, "/admin/clients/team/keys").send().await.unwrap();
+    let r = admin(reqwest::Method::POST, "/admin/clients/team/keys")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
     let issued: Value = r.json().await.unwrap();
-    let (id, key) = (issued["id"].as_str().unwrap(), issued["key"].as_str().unwrap());
+    let (id, key) = (
+        issued["id"].as_str().unwrap(),
+        issued["key"].as_str().unwrap(),
+    );
     assert!(key.starts_with("sy-") && id.starts_with("key-"), "{issued}");
 
     // Works at once, as that client (its routes, limits and budget).
     let r = chat_with(&http, &h, key).await;
     assert_eq!(r.status(), 200);
-    assert!(r.headers().contains_key("x-switchyard-budget-remaining-usd"));
+    assert!(r
+        .headers()
+        .contains_key("x-switchyard-budget-remaining-usd"));
     assert_eq!(r.headers()["x-ratelimit-limit-requests"], "100");
     let d = h.decision(0).await;
     assert_eq!(d["client"], "team");
@@ -194,7 +224,10 @@ async fn keys_issued_at_run_time_work_at_once_and_are_revoked_at_once() {
         .json()
         .await
         .unwrap();
-    assert!(!clients.to_string().contains(key), "shown once, never again");
+    assert!(
+        !clients.to_string().contains(key),
+        "shown once, never again"
+    );
     let team = &clients["clients"][0];
     assert_eq!(team["id"], "team");
     assert_eq!(team["routes"], json!(["chat"]));
@@ -222,35 +255,46 @@ async fn keys_issued_at_run_time_work_at_once_and_are_revoked_at_once() {
     // An issued key survives a restart (it lives in the usage store).
     h.gw.shutdown().await;
     let h = common::start_in(KEYED, admin_key, dir).await;
-    let admin = |m: reqwest::Method, path: &str| {
-        http.request(m, h.admin(path)).bearer_auth("admin-secret")
-    };
+    let admin =
+        |m: reqwest::Method, path: &str| http.request(m, h.admin(path)).bearer_auth("admin-secret");
     assert_eq!(chat_with(&http, &h, key).await.status(), 200);
 
     // Revoked: refused at once.
-    let r = admin(reqwest::Method::DELETE, &format!("/admin/clients/team/keys/{id}"))
-        .send()
-        .await
-        .unwrap();
+    let r = admin(
+        reqwest::Method::DELETE,
+        &format!("/admin/clients/team/keys/{id}"),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(r.status(), 200);
     let r = chat_with(&http, &h, key).await;
     assert_eq!(r.status(), 401);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "auth_failed");
     assert_eq!(chat_with(&http, &h, "client-secret").await.status(), 200);
-    let r = admin(reqwest::Method::DELETE, &format!("/admin/clients/team/keys/{id}"))
-        .send()
-        .await
-        .unwrap();
+    let r = admin(
+        reqwest::Method::DELETE,
+        &format!("/admin/clients/team/keys/{id}"),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(r.status(), 404);
     // Neither for clients the config lacks, nor for the config's own key.
-    let r = admin(reqwest::Method::POST, "/admin/clients/nobody/keys").send().await.unwrap();
-    assert_eq!(r.status(), 404);
-    let cfg_key = keys[0]["id"].as_str().unwrap();
-    let r = admin(reqwest::Method::DELETE, &format!("/admin/clients/team/keys/{cfg_key}"))
+    let r = admin(reqwest::Method::POST, "/admin/clients/nobody/keys")
         .send()
         .await
         .unwrap();
+    assert_eq!(r.status(), 404);
+    let cfg_key = keys[0]["id"].as_str().unwrap();
+    let r = admin(
+        reqwest::Method::DELETE,
+        &format!("/admin/clients/team/keys/{cfg_key}"),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(r.status(), 409);
 }
 
@@ -268,12 +312,20 @@ async fn without_a_store_what_needs_one_says_so() {
         assert_eq!(r.status(), 409, "{path}");
         let e: Value = r.json().await.unwrap();
         assert_eq!(e["error"]["code"], "usage_store_off");
-        assert!(e["error"]["message"].as_str().unwrap().contains("usage.store"), "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("usage.store"),
+            "{e}"
+        );
     }
     // Budgets still hold in memory.
     let r = chat_with(&http, &h, "client-secret").await;
     assert_eq!(r.status(), 200);
-    assert!(r.headers().contains_key("x-switchyard-budget-remaining-usd"));
+    assert!(r
+        .headers()
+        .contains_key("x-switchyard-budget-remaining-usd"));
 }
 
 #[tokio::test]
@@ -295,11 +347,24 @@ async fn the_usage_command_prints_what_the_admin_api_answers() {
     std::fs::write(&config, format!("usage: {{ path: {} }}\n", db.display())).unwrap();
     let run = |format: &str| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(["usage", "--group-by", "route", "--since", "1h", "--format", format, "--config"])
+            .args([
+                "usage",
+                "--group-by",
+                "route",
+                "--since",
+                "1h",
+                "--format",
+                format,
+                "--config",
+            ])
             .arg(&config)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     };
     let json_out: Value = serde_json::from_str(&run("json")).unwrap();
@@ -312,9 +377,15 @@ async fn the_usage_command_prints_what_the_admin_api_answers() {
     );
     assert!(lines.iter().any(|l| l.starts_with("cheap,2,0,0,")), "{csv}");
     let table = run("table");
-    assert!(table.lines().nth(1).unwrap().starts_with("ROUTE"), "{table}");
+    assert!(
+        table.lines().nth(1).unwrap().starts_with("ROUTE"),
+        "{table}"
+    );
     let total = table.lines().last().unwrap();
-    assert!(total.starts_with("TOTAL") && total.contains(" 3 "), "{table}");
+    assert!(
+        total.starts_with("TOTAL") && total.contains(" 3 "),
+        "{table}"
+    );
 }
 
 #[tokio::test]
@@ -330,13 +401,17 @@ models:
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let h = common::start_in(yaml, "", dir.clone()).await;
     let http = reqwest::Client::new();
-    let create = |h: &common::Harness, body: Value| http.post(h.url("/v1/responses")).json(&body).send();
-    let first: Value = create(&h, json!({"model": "an/claude", "input": "My name is Ada."}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let create =
+        |h: &common::Harness, body: Value| http.post(h.url("/v1/responses")).json(&body).send();
+    let first: Value = create(
+        &h,
+        json!({"model": "an/claude", "input": "My name is Ada."}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     let id = first["id"].as_str().unwrap().to_owned();
     h.gw.shutdown().await;
 
@@ -350,22 +425,40 @@ models:
         .await
         .unwrap();
     assert_eq!(got, first, "read back from the store as the client got it");
-    let r = create(&h, json!({"model": "oa/gpt", "previous_response_id": id, "input": "What is my name?"}))
-        .await
-        .unwrap();
+    let r = create(
+        &h,
+        json!({"model": "oa/gpt", "previous_response_id": id, "input": "What is my name?"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.status(), 200);
     let sent = h.mock.requests().last().unwrap().json.clone().unwrap();
     let messages = sent["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 3, "the stored history went along: {sent}");
     assert_eq!(messages[0]["content"], "My name is Ada.");
-    assert_eq!(messages[1]["content"], "Hello from the mock anthropic provider.");
+    assert_eq!(
+        messages[1]["content"],
+        "Hello from the mock anthropic provider."
+    );
     // Deleted: gone at once, and after the next restart too.
-    let del = http.delete(h.url(&format!("/v1/responses/{id}"))).send().await.unwrap();
+    let del = http
+        .delete(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(del.status(), 200);
-    let again = http.get(h.url(&format!("/v1/responses/{id}"))).send().await.unwrap();
+    let again = http
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), 404);
     h.gw.shutdown().await;
     let h = common::start_in(yaml, "", dir).await;
-    let gone = http.get(h.url(&format!("/v1/responses/{id}"))).send().await.unwrap();
+    let gone = http
+        .get(h.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(gone.status(), 404);
 }

@@ -33,7 +33,12 @@ async fn traffic(h: &common::Harness) {
         ("client-secret", "chat", true, "hello there"),
         ("client-secret", "cheap", false, "what is two and two"),
         ("secret", "cheap", true, "hi"),
-        ("secret", "chat", false, "a longer question about budgets and ledgers"),
+        (
+            "secret",
+            "chat",
+            false,
+            "a longer question about budgets and ledgers",
+        ),
         ("secret", "nope", false, "unknown route"),
     ];
     for (key, model, stream, text) in plan {
@@ -56,10 +61,21 @@ fn same_rows(a: &Value, b: &Value) {
     let (a, b) = (rows(a), rows(b));
     assert_eq!(a.len(), b.len(), "{a:#?} vs {b:#?}");
     for (x, y) in a.iter().zip(&b) {
-        for k in ["key", "requests", "errors", "cache_hits", "input_tokens", "output_tokens", "cached_input_tokens"] {
+        for k in [
+            "key",
+            "requests",
+            "errors",
+            "cache_hits",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+        ] {
             assert_eq!(x[k], y[k], "{k}: {x} vs {y}");
         }
-        let (cx, cy) = (x["cost_usd"].as_f64().unwrap(), y["cost_usd"].as_f64().unwrap());
+        let (cx, cy) = (
+            x["cost_usd"].as_f64().unwrap(),
+            y["cost_usd"].as_f64().unwrap(),
+        );
         assert!((cx - cy).abs() < 1e-12, "{x} vs {y}");
     }
 }
@@ -68,7 +84,10 @@ fn same_rows(a: &Value, b: &Value) {
 async fn postgres_answers_what_sqlite_answers() {
     let pg = Postgres::start();
     let lite = common::start(TRAFFIC).await;
-    let yaml = format!("{TRAFFIC}usage: {{ store: postgres, url: \"{}\" }}\n", pg.url);
+    let yaml = format!(
+        "{TRAFFIC}usage: {{ store: postgres, url: \"{}\" }}\n",
+        pg.url
+    );
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let post = common::start_in(&yaml, "", dir.clone()).await;
     traffic(&lite).await;
@@ -119,14 +138,20 @@ async fn postgres_answers_what_sqlite_answers() {
 
 fn metric(m: &str, name: &str) -> f64 {
     m.lines()
-        .find_map(|l| l.strip_prefix(name).map(|v| v.trim().parse::<f64>().unwrap()))
+        .find_map(|l| {
+            l.strip_prefix(name)
+                .map(|v| v.trim().parse::<f64>().unwrap())
+        })
         .unwrap_or(0.0)
 }
 
 #[tokio::test]
 async fn a_stopped_server_fails_no_request_and_its_rows_are_counted_as_dropped() {
     let mut pg = Postgres::start();
-    let yaml = format!("{TRAFFIC}usage: {{ store: postgres, url: \"{}\" }}\n", pg.url);
+    let yaml = format!(
+        "{TRAFFIC}usage: {{ store: postgres, url: \"{}\" }}\n",
+        pg.url
+    );
     let h = common::start(&yaml).await;
     let http = reqwest::Client::new();
     let chat = || {
@@ -139,19 +164,44 @@ async fn a_stopped_server_fails_no_request_and_its_rows_are_counted_as_dropped()
     h.flush_usage().await;
     pg.stop();
     for _ in 0..10 {
-        assert_eq!(chat().await.unwrap().status(), 200, "the store is down, not the gateway");
+        assert_eq!(
+            chat().await.unwrap().status(),
+            200,
+            "the store is down, not the gateway"
+        );
     }
     h.flush_usage().await;
-    let m = reqwest::get(h.admin("/metrics")).await.unwrap().text().await.unwrap();
-    assert_eq!(metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}"), 1.0, "{m}");
-    assert_eq!(metric(&m, "switchyard_usage_store_writes_total{result=\"dropped\"}"), 10.0, "{m}");
+    let m = reqwest::get(h.admin("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}"),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "switchyard_usage_store_writes_total{result=\"dropped\"}"
+        ),
+        10.0,
+        "{m}"
+    );
     // Back up: rows are written again.
     pg.restart();
     let mut written = false;
     for _ in 0..50 {
         assert_eq!(chat().await.unwrap().status(), 200);
         h.flush_usage().await;
-        let m = reqwest::get(h.admin("/metrics")).await.unwrap().text().await.unwrap();
+        let m = reqwest::get(h.admin("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         if metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}") > 1.0 {
             written = true;
             break;

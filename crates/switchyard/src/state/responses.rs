@@ -63,9 +63,7 @@ impl LedgerResponses {
     }
 
     fn was_deleted(&self, id: &str) -> bool {
-        self.deleted
-            .lock()
-            .is_ok_and(|d| d.iter().any(|x| x == id))
+        self.deleted.lock().is_ok_and(|d| d.iter().any(|x| x == id))
     }
 }
 

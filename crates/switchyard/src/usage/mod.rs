@@ -80,6 +80,12 @@ impl UsageStore {
         }
     }
 
+    /// Queue a write, waiting for room: bulk loads and the writer's own
+    /// benchmark, never the request path (which uses [`Self::send`]).
+    pub async fn feed(&self, w: Write) {
+        let _ = self.tx.send(Job::Write(w)).await;
+    }
+
     /// Ask the writer to delete what retention no longer keeps.
     pub fn sweep(&self) {
         let now_ms = query::now_ms();

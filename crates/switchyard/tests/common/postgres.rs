@@ -28,7 +28,11 @@ fn find_bin() -> Option<PathBuf> {
     dirs.sort();
     dirs.reverse();
     dirs.into_iter()
-        .chain(std::env::var_os("PATH").iter().flat_map(std::env::split_paths))
+        .chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        )
         .find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
 }
 
@@ -91,9 +95,22 @@ impl Postgres {
         let data = pg.data.display().to_string();
         let out = pg.run(
             "initdb",
-            &["-D", &data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+            &[
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
         );
-        assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         pg.start_server();
         pg.url = format!("postgres://postgres@127.0.0.1:{}/postgres", pg.port);
         pg
@@ -101,13 +118,23 @@ impl Postgres {
 
     fn start_server(&mut self) {
         let data = self.data.display().to_string();
-        let sock = self.data.parent().unwrap_or(Path::new("/tmp")).display().to_string();
+        let sock = self
+            .data
+            .parent()
+            .unwrap_or(Path::new("/tmp"))
+            .display()
+            .to_string();
         let opts = format!(
             "-p {} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=40",
             self.port
         );
         let log = format!("{}/server.log", sock);
-        let out = self.run("pg_ctl", &["-D", &data, "-o", &opts, "-l", &log, "-w", "-t", "60", "start"]);
+        let out = self.run(
+            "pg_ctl",
+            &[
+                "-D", &data, "-o", &opts, "-l", &log, "-w", "-t", "60", "start",
+            ],
+        );
         assert!(
             out.status.success(),
             "pg_ctl start failed: {}{}",
