@@ -15,14 +15,20 @@ import os
 import statistics
 import sys
 
-TARGETS = ["direct", "nginx", "switchyard"]
-LANE_ORDER = ["c1", "c64", "c256", "s64"]
+TARGETS = ["direct", "nginx", "switchyard", "governed"]
+LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64"]
 LANE_NAME = {
     "c1": "non-stream c=1",
     "c64": "non-stream c=64",
     "c256": "non-stream c=256",
     "s64": "stream(20 chunks) c=64",
+    "g1": "governed non-stream c=1",
+    "g64": "governed non-stream c=64",
 }
+# The governed lanes (virtual key, budget, rpm/tpm, SQLite usage store) against the plain ones.
+GOV_CPU_LIMIT = 1.3
+GOV_P99_LIMIT_MS = 0.1
+STORE_ROWS_LIMIT = 20000
 # translated lanes: mode -> plain OpenAI lane whose nginx CPU/request is the yardstick
 TL_MODES = {"t64": "c64", "ts64": "s64"}
 TL_SUBS = ["oa2an", "oa2gm", "an2oa", "rs2oa"]
@@ -55,12 +61,12 @@ def fmt(x, nd=2, signed=False):
     return s
 
 
-def pooled_c1(raw, target):
-    """The sliced c=1 lane's percentiles over every request of every repeat
-    (run.sh keeps each latency, in µs, in lat-c1-TARGET-rN.txt)."""
+def pooled_c1(raw, target, lane="c1"):
+    """A sliced c=1 lane's percentiles over every request of every repeat
+    (run.sh keeps each latency, in µs, in lat-LANE-TARGET-rN.txt)."""
     lat = []
     for name in sorted(os.listdir(raw)):
-        if name.startswith(f"lat-c1-{target}-r") and name.endswith(".txt"):
+        if name.startswith(f"lat-{lane}-{target}-r") and name.endswith(".txt"):
             with open(os.path.join(raw, name)) as f:
                 lat.extend(int(x) / 1000.0 for x in f.read().split())
     if not lat:
@@ -100,9 +106,10 @@ def main():
             if rs:
                 agg[(t, lane)] = summarize(rs)
         # sliced c=1: percentiles over all requests pooled, not the median of the repeats
-        pooled = pooled_c1(raw, t) if (t, "c1") in agg else None
-        if pooled:
-            agg[(t, "c1")].update(pooled)
+        for c1 in ("c1", "g1"):
+            pooled = pooled_c1(raw, t, c1) if (t, c1) in agg else None
+            if pooled:
+                agg[(t, c1)].update(pooled)
     lanes = [l for l in LANE_ORDER if any((t, l) in agg for t in TARGETS)]
     # translated lanes, and nginx's plain-lane CPU yardstick (its lane's runs or the "ref" runs)
     tl_lanes = [f"{m}-{s}" for m in TL_MODES for s in TL_SUBS]
@@ -308,6 +315,37 @@ def main():
             checks.append((name, f"{s['p50']:.3f} vs {d['p50']:.3f} ms = {delta * 1000:+.0f} µs", delta <= 1.0))
         else:
             checks.append((name, "TTFB run failed", None))
+
+    # governed lanes
+    def load_json(name):
+        path = os.path.join(raw, name)
+        return json.load(open(path)) if os.path.exists(path) else None
+    gc, pc = get("governed", "g64", "cpu"), get("switchyard", "g64", "cpu")
+    name = f"Governed CPU/request, c=64: ≤ {GOV_CPU_LIMIT:g}× the plain lane's (same run)"
+    if gc is not None and pc:
+        r = gc / pc
+        checks.append((name, f"{gc:.1f} / {pc:.1f} µs = {r:.2f}×", r <= GOV_CPU_LIMIT))
+    else:
+        checks.append((name, "lane g64 not run", None))
+    g99, p99 = get("governed", "g1", "p99"), get("switchyard", "g1", "p99")
+    name = f"Governed added p99, c=1: within {GOV_P99_LIMIT_MS * 1000:.0f} µs of the plain lane's"
+    if None not in (g99, p99):
+        delta = g99 - p99
+        checks.append((name, f"{g99:.3f} vs {p99:.3f} ms = {delta * 1000:+.0f} µs", delta <= GOV_P99_LIMIT_MS))
+    else:
+        checks.append((name, "lane g1 not run", None))
+    gov = load_json("governed.json")
+    if gov:
+        ok = gov["rows"] == gov["requests"] and gov["dropped"] == 0
+        checks.append(("Governed: one usage row per request",
+                       f"{gov['rows']} rows for {gov['requests']} requests (rollups count {gov['rollup_requests']}; "
+                       f"{gov['dropped']} dropped)", ok))
+    store = load_json("store.json")
+    if store:
+        rps = store["rows_per_s"]
+        checks.append((f"Usage store: the SQLite writer sustains ≥ {STORE_ROWS_LIMIT} rows/s",
+                       f"{store['written']} rows in {store['seconds']:.2f} s = {rps:.0f} rows/s",
+                       rps >= STORE_ROWS_LIMIT and store["dropped"] == 0))
 
     L.append("## Targets")
     L.append("")

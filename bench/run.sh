@@ -3,12 +3,13 @@
 # plus protocol-translating lanes (direct vs switchyard).
 # See bench/README.md. One command:   bench/run.sh
 # Knobs (env): DURATION (s, default 10), WARMUP (s, 2), REPEATS (3),
-#   LANES ("c1 c64 c256 s64 t64 ts64"), TTFB_N (300 requests per TTFB run, 0 = skip),
+#   LANES ("c1 c64 c256 s64 t64 ts64 g1 g64"), TTFB_N (300 requests per TTFB run, 0 = skip),
 #   C1_SLICES (5: the c=1 lane's DURATION runs as this many slices, targets taking turns),
 #   PIN (1 = pin the load generator to the last CPU; 0 = no pinning),
 #   SKIP_BUILD (1 = use the existing target/release/switchyard),
 #   LOADGEN (oha | wrk; default oha, wrk used if oha cannot be installed),
-#   MOCK_PORT 18081, NGINX_PORT 18082, GW_PORT 18080, ADMIN_PORT 19090.
+#   MOCK_PORT 18081, NGINX_PORT 18082, GW_PORT 18080, ADMIN_PORT 19090,
+#   GOV_PORT 18083, GOV_ADMIN_PORT 19091 (the governed gateway), STORE_ROWS (200000).
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,7 +18,7 @@ DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
 C1_SLICES="${C1_SLICES:-5}"
-LANES="${LANES:-c1 c64 c256 s64 t64 ts64}"
+LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64}"
 TTFB_N="${TTFB_N:-300}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -26,6 +27,11 @@ MOCK_PORT="${MOCK_PORT:-18081}"
 NGINX_PORT="${NGINX_PORT:-18082}"
 GW_PORT="${GW_PORT:-18080}"
 ADMIN_PORT="${ADMIN_PORT:-19090}"
+GOV_PORT="${GOV_PORT:-18083}"
+GOV_ADMIN_PORT="${GOV_ADMIN_PORT:-19091}"
+STORE_ROWS="${STORE_ROWS:-200000}"
+# The governed gateway's virtual key (a bench-only value, not a secret).
+GOV_KEY="sy-bench-governed-key"
 
 RES="$BENCH/results"
 RAW="$RES/raw"
@@ -42,7 +48,7 @@ LOG_TAG=bench
 source "$BENCH/lib.sh"
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64|t64|ts64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 [ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
@@ -79,7 +85,7 @@ if [ "$LOADGEN" = wrk ] && ! command -v wrk >/dev/null; then apt_install wrk; fi
 if [ "$SKIP_BUILD" != 1 ]; then
   for attempt in 1 2 3; do
     log "cargo build --release -p switchyard (attempt $attempt)"
-    if (cd "$ROOT" && cargo build --release -p switchyard >"$RES/build.log" 2>&1); then break; fi
+    if (cd "$ROOT" && cargo build --release -p switchyard --bin switchyard --example usage_writer >"$RES/build.log" 2>&1); then break; fi
     [ "$attempt" = 3 ] && die "build failed 3 times; see bench/results/build.log"
     log "build failed (maybe a crate is mid-edit); retrying in 60 s"; sleep 60
   done
@@ -101,7 +107,7 @@ else
   PINNER=(); PIN_DESC="none"
 fi
 
-for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT"; do
+for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
 
@@ -225,17 +231,41 @@ models:
 routes:
   chat: { strategy: priority, targets: [mock/gpt-4o-mini] }
 observability: { log_format: json, log_requests: true }
+# The plain lanes measure the proxy: no usage store (the governed lanes have one).
+usage: { store: off }
 EOF
-# stdout carries one JSON decision-log line per request: discarded.
-"$BIN" serve --config "$RES/switchyard.yaml" >/dev/null 2>"$RAW/switchyard.log" &
-SY_PID=$!; PIDS+=("$SY_PID")
-for _ in $(seq 200); do
-  [ "$(curl -s "http://127.0.0.1:$ADMIN_PORT/healthz" 2>/dev/null || true)" = ok ] && break
-  kill -0 "$SY_PID" 2>/dev/null || die "switchyard exited during startup (see bench/results/raw/switchyard.log)"
-  sleep 0.05
-done
-[ "$(curl -s "http://127.0.0.1:$ADMIN_PORT/healthz" || true)" = ok ] || die "switchyard not healthy in 10 s"
-wait_port "$GW_PORT" "$SY_PID" switchyard
+# The governed gateway: the same upstreams, and every request with a virtual
+# key, a client budget and rpm/tpm limits (never reached), priced, and a row
+# in the SQLite usage store.
+rm -f "$RES/governed.db" "$RES/governed.db-wal" "$RES/governed.db-shm"
+sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen: 127.0.0.1:$GOV_PORT, admin_listen: 127.0.0.1:$GOV_ADMIN_PORT/" \
+    -e 's/model: gpt-4o-mini, capabilities: \[streaming\] }/model: gpt-4o-mini, capabilities: [streaming], pricing: { input: 0.15, output: 0.6 } }/' \
+    -e "s|^usage: .*|usage: { store: sqlite, path: $RES/governed.db }|" \
+    "$RES/switchyard.yaml" >"$RES/governed.yaml"
+cat >>"$RES/governed.yaml" <<EOF
+clients:
+  - { id: bench, key_env: SWITCHYARD_BENCH_KEY, rpm: 100000000, tpm: 1000000000000, budget: { usd: 1000000000, per: month } }
+EOF
+grep -q "pricing:" "$RES/governed.yaml" || die "governed.yaml: the deployment was not priced"
+start_gateway() { # NAME CONFIG ADMIN_PORT PORT -> PID in STARTED_PID
+  local name=$1 cfg=$2 admin=$3 port=$4 pid
+  # stdout carries one JSON decision-log line per request: discarded.
+  SWITCHYARD_BENCH_KEY="$GOV_KEY" "$BIN" serve --config "$cfg" >/dev/null 2>"$RAW/$name.log" &
+  pid=$!; PIDS+=("$pid")
+  for _ in $(seq 200); do
+    [ "$(curl -s "http://127.0.0.1:$admin/healthz" 2>/dev/null || true)" = ok ] && break
+    kill -0 "$pid" 2>/dev/null || die "$name exited during startup (see bench/results/raw/$name.log)"
+    sleep 0.05
+  done
+  [ "$(curl -s "http://127.0.0.1:$admin/healthz" || true)" = ok ] || die "$name not healthy in 10 s"
+  wait_port "$port" "$pid" "$name"
+  STARTED_PID=$pid
+}
+start_gateway switchyard "$RES/switchyard.yaml" "$ADMIN_PORT" "$GW_PORT"; SY_PID=$STARTED_PID
+GOV_PID=""
+if has_lane g1 || has_lane g64; then
+  start_gateway governed "$RES/governed.yaml" "$GOV_ADMIN_PORT" "$GOV_PORT"; GOV_PID=$STARTED_PID
+fi
 sleep 0.5
 IDLE_RSS_KB="$(awk '/^VmRSS:/ {print $2}' "/proc/$SY_PID/status")"
 log "switchyard up (pid $SY_PID), idle VmRSS ${IDLE_RSS_KB} KiB; nginx pid $NGINX_PID; mock pid $MOCK_PID"
@@ -250,6 +280,18 @@ for port in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT"; do
   n="$(grep -c '^data: {' "$RAW/smoke.out" || true)"
   [ "$n" -ge 20 ] || die "stream via port $port had $n data events (want >= 20: is the mock field forwarded?)"
 done
+
+if [ -n "$GOV_PID" ]; then
+  code="$(curl -s -o "$RAW/smoke.out" -w '%{http_code}' -H 'content-type: application/json' \
+    -d "$BODY_NS" "http://127.0.0.1:$GOV_PORT/v1/chat/completions")"
+  [ "$code" = 401 ] || die "governed gateway without a key answered $code (want 401)"
+  code="$(curl -s -D "$RAW/smoke.head" -o "$RAW/smoke.out" -w '%{http_code}' -H 'content-type: application/json' \
+    -H "authorization: Bearer $GOV_KEY" -d "$BODY_NS" "http://127.0.0.1:$GOV_PORT/v1/chat/completions")"
+  [ "$code" = 200 ] || { cat "$RAW/smoke.out" >&2; die "governed gateway answered $code"; }
+  grep -qi '^x-switchyard-budget-remaining-usd:' "$RAW/smoke.head" || die "governed answer has no budget header"
+  grep -qi '^x-ratelimit-remaining-requests:' "$RAW/smoke.head" || die "governed answer has no rate-limit headers"
+  log "governed gateway: 401 without a key, 200 with budget and rate-limit headers"
+fi
 
 # Translated lanes: each request once (direct and through the gateway), checking status 200, the
 # answer's shape in its protocol and, for streams, >= 20 content events and a proper ending
@@ -317,12 +359,15 @@ if has_lane t64 || has_lane ts64; then
 fi
 
 # ---------------------------------------------------------------- measuring helpers
-target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; esac; }
+target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; esac; }
+# The header a target's requests carry (the governed gateway's virtual key).
+target_hdr() { case "$1" in governed) echo "authorization: Bearer $GOV_KEY";; *) echo "";; esac; }
 # PIDs of the proxy under test (none for direct)
 proxy_pids() {
   case "$1" in
     nginx) echo "$NGINX_PID" $(pgrep -P "$NGINX_PID" || true);;
     switchyard) echo "$SY_PID";;
+    governed) echo "$GOV_PID";;
   esac
 }
 cpu_ticks() { # sum utime+stime (clock ticks) over pids
@@ -338,7 +383,7 @@ cpu_ticks() { # sum utime+stime (clock ticks) over pids
 hwm_reset() { local pid; for pid in "$@"; do echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true; done; }
 hwm_kib() { local pid; for pid in "$@"; do awk '/^VmHWM:/ {print $2}' "/proc/$pid/status"; done | awk '{s+=$1} END {print s+0}'; }
 
-lane_conc() { case "$1" in c1) echo 1;; c64|s64) echo 64;; c256) echo 256;; esac; }
+lane_conc() { case "$1" in c1|g1) echo 1;; c64|s64|g64) echo 64;; c256) echo 256;; esac; }
 lane_body() { case "$1" in s64) echo "$BODY_S";; *) echo "$BODY_NS";; esac; }
 
 # loadgen URL CONC SECONDS BODY OUTFILE [HEADER] -> normalized JSON on OUTFILE
@@ -435,14 +480,14 @@ PY
 # repeat splits DURATION into C1_SLICES slices; the three targets take turns slice by slice (the
 # order rotating), every request's latency is kept (oha's per-request CSV), and report.py takes the
 # c=1 percentiles over all of a target's requests pooled. CPU ticks and peak RSS cover the slices.
-measure_c1_sliced() {
-  local rep=$1 slice_ms=$((DURATION * 1000 / C1_SLICES)) t s i pids n
+measure_c1_sliced() { # REP LANE TARGET TARGET TARGET
+  local rep=$1 lane=$2 slice_ms=$((DURATION * 1000 / C1_SLICES)) t s i pids n hdr
   local -A ticks=()
-  local targets=(direct nginx switchyard)
+  local targets=("${@:3}")
   for t in "${targets[@]}"; do
     if [ "$WARMUP" -gt 0 ]; then
       loadgen "http://127.0.0.1:$(target_port "$t")/v1/chat/completions" 1 "$WARMUP" "$BODY_NS" \
-        "$RAW/$t-c1-r$rep.warm.json" ""
+        "$RAW/$t-$lane-r$rep.warm.json" "$(target_hdr "$t")"
     fi
     # shellcheck disable=SC2046
     hwm_reset $(proxy_pids "$t")
@@ -452,13 +497,14 @@ measure_c1_sliced() {
     for i in 0 1 2; do
       t="${targets[$(((s + rep + i) % 3))]}"
       pids="$(proxy_pids "$t")"
+      hdr=(); [ -n "$(target_hdr "$t")" ] && hdr=(-H "$(target_hdr "$t")")
       # shellcheck disable=SC2086
       n="$(cpu_ticks $pids)"
       "${PINNER[@]}" "$OHA" --no-tui --output-format csv -z "${slice_ms}ms" -c 1 -m POST \
-        -H 'content-type: application/json' -d "$BODY_NS" \
-        "http://127.0.0.1:$(target_port "$t")/v1/chat/completions" >"$RAW/$t-c1-r$rep-s$s.csv" \
-        2>"$RAW/$t-c1-r$rep-s$s.err" || true
-      [ -s "$RAW/$t-c1-r$rep-s$s.err" ] || rm -f "$RAW/$t-c1-r$rep-s$s.err"
+        -H 'content-type: application/json' "${hdr[@]}" -d "$BODY_NS" \
+        "http://127.0.0.1:$(target_port "$t")/v1/chat/completions" >"$RAW/$t-$lane-r$rep-s$s.csv" \
+        2>"$RAW/$t-$lane-r$rep-s$s.err" || true
+      [ -s "$RAW/$t-$lane-r$rep-s$s.err" ] || rm -f "$RAW/$t-$lane-r$rep-s$s.err"
       # shellcheck disable=SC2086
       ticks[$t]=$((ticks[$t] + $(cpu_ticks $pids) - n))
     done
@@ -467,12 +513,12 @@ measure_c1_sliced() {
     pids="$(proxy_pids "$t")"
     # shellcheck disable=SC2086
     python3 - "$RAW" "$t" "$rep" "$C1_SLICES" "$slice_ms" "${ticks[$t]}" "$(getconf CLK_TCK)" \
-      "$(hwm_kib $pids)" "$pids" >>"$RAW/runs.jsonl" <<'PY'
+      "$(hwm_kib $pids)" "$pids" "$lane" >>"$RAW/runs.jsonl" <<'PY'
 import json, os, sys
-raw, target, rep, slices, slice_ms, ticks, hz, hwm, pids = sys.argv[1:10]
+raw, target, rep, slices, slice_ms, ticks, hz, hwm, pids, lane = sys.argv[1:11]
 lat, errors = [], 0
 for s in range(1, int(slices) + 1):
-    path = os.path.join(raw, f"{target}-c1-r{rep}-s{s}.csv")
+    path = os.path.join(raw, f"{target}-{lane}-r{rep}-s{s}.csv")
     with open(path) as f:
         next(f, None)  # request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status
         for line in f:
@@ -483,19 +529,19 @@ for s in range(1, int(slices) + 1):
                 errors += 1
     os.remove(path)
 # every latency is kept (µs) for report.py to pool over the repeats
-with open(os.path.join(raw, f"lat-c1-{target}-r{rep}.txt"), "w") as f:
+with open(os.path.join(raw, f"lat-{lane}-{target}-r{rep}.txt"), "w") as f:
     f.write("\n".join(str(round(x * 1000)) for x in lat))
 lat.sort()
 pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
 r = {"ok": len(lat), "errors": errors, "rps": len(lat) / (int(slices) * int(slice_ms) / 1000.0),
      "p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999),
-     "target": target, "lane": "c1", "rep": int(rep), "slices": int(slices)}
+     "target": target, "lane": lane, "rep": int(rep), "slices": int(slices)}
 if pids.strip():
     r["cpu_us_per_req"] = int(ticks) / int(hz) * 1e6 / r["ok"] if r["ok"] else None
     r["hwm_mib"] = int(hwm) / 1024.0
 print(json.dumps(r))
 PY
-    log "$(tail -n1 "$RAW/runs.jsonl" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); c=r.get("cpu_us_per_req"); print("%-10s c1   r%d: %8.0f req/s  p50 %.3f  p99 %.3f ms  cpu %s us/req  err %d  (%d slices)" % (r["target"], r["rep"], r["rps"], r["p50_ms"] or -1, r["p99_ms"] or -1, "-" if c is None else "%.1f" % c, r["errors"], r["slices"]))')"
+    log "$(tail -n1 "$RAW/runs.jsonl" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); c=r.get("cpu_us_per_req"); print("%-10s %-4s r%d: %8.0f req/s  p50 %.3f  p99 %.3f ms  cpu %s us/req  err %d  (%d slices)" % (r["target"], r["lane"], r["rep"], r["rps"], r["p50_ms"] or -1, r["p99_ms"] or -1, "-" if c is None else "%.1f" % c, r["errors"], r["slices"]))')"
   done
 }
 # ttfb_run TARGET LANE PORT PATH BODY HEADER REP -> ttfb.jsonl (LANE "" = the plain OpenAI TTFB run)
@@ -516,6 +562,7 @@ for lane in $LANES; do
   case "$lane" in
     t64|ts64) NRUNS=$((NRUNS + 6)); ref=c64; [ "$lane" = ts64 ] && ref=s64
               has_lane "$ref" || NRUNS=$((NRUNS + 1));;
+    g64) NRUNS=$((NRUNS + 2));;
     *) NRUNS=$((NRUNS + 3));;
   esac
 done
@@ -536,14 +583,21 @@ for rep in $(seq "$REPEATS"); do
             measure "$target" "$lane-$sub" "http://127.0.0.1:$T_PORT$T_PATH" 64 "$T_BODY" "$T_HDR" "$rep"
           done
         done;;
-      c1) if [ "$LOADGEN" = oha ]; then
-            measure_c1_sliced "$rep"
+      c1|g1)
+          targets=(direct nginx switchyard); [ "$lane" = g1 ] && targets=(direct switchyard governed)
+          if [ "$LOADGEN" = oha ]; then
+            measure_c1_sliced "$rep" "$lane" "${targets[@]}"
           else
-            for target in direct nginx switchyard; do
-              measure "$target" c1 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
-                1 "$BODY_NS" "" "$rep"
+            for target in "${targets[@]}"; do
+              measure "$target" "$lane" "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+                1 "$BODY_NS" "$(target_hdr "$target")" "$rep"
             done
           fi;;
+      g64)
+        for target in switchyard governed; do
+          measure "$target" g64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+            64 "$BODY_NS" "$(target_hdr "$target")" "$rep"
+        done;;
       *)
         conc="$(lane_conc "$lane")"; body="$(lane_body "$lane")"
         for target in direct nginx switchyard; do
@@ -566,6 +620,37 @@ for rep in $(seq "$REPEATS"); do
     fi
   fi
 done
+
+# ---------------------------------------------------------------- governed: rows, store
+if [ -n "$GOV_PID" ]; then
+  # One usage row per request: what the governed gateway served vs what its
+  # store holds, once the writer has caught up.
+  python3 - "http://127.0.0.1:$GOV_ADMIN_PORT/metrics" "$RES/governed.db" >"$RAW/governed.json" <<'PY'
+import json, sqlite3, sys, time, urllib.request
+def metrics():
+    text = urllib.request.urlopen(sys.argv[1]).read().decode()
+    total = lambda name: sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(name))
+    return (total("switchyard_requests_total{"), total('switchyard_usage_store_writes_total{result="ok"}'),
+            total('switchyard_usage_store_writes_total{result="dropped"}'))
+for _ in range(100):
+    requests, ok, dropped = metrics()
+    if ok + dropped >= requests:
+        break
+    time.sleep(0.1)
+db = sqlite3.connect(sys.argv[2])
+rows = db.execute("SELECT COUNT(*) FROM usage_requests").fetchone()[0]
+days = db.execute("SELECT SUM(requests) FROM usage_daily").fetchone()[0] or 0
+print(json.dumps({"requests": int(requests), "rows": rows, "rollup_requests": int(days),
+                  "written": int(ok), "dropped": int(dropped)}))
+PY
+  log "governed: $(cat "$RAW/governed.json")"
+fi
+STORE_BIN="$ROOT/target/release/examples/usage_writer"
+if [ -x "$STORE_BIN" ] && [ "$STORE_ROWS" -gt 0 ]; then
+  "$STORE_BIN" "$STORE_ROWS" "$RES/store-bench" >"$RAW/store.json" 2>"$RAW/store.err" \
+    || die "the usage-writer benchmark failed (see raw/store.err)"
+  log "usage store writer: $(cat "$RAW/store.json")"
+fi
 
 # ---------------------------------------------------------------- report
 python3 "$BENCH/report.py" "$RAW" "$RES/latest.md"
