@@ -156,12 +156,16 @@ pub struct RawCache {
     pub ttl: Opt<Duration>,
     pub max_entries: Opt<u64>,
     pub when: Opt<CacheWhen>,
+    pub max_bytes: Opt<u64>,
 }
 
 #[derive(Debug, Default)]
 pub struct RawState {
     pub backend: Opt<StateBackend>,
     pub redis_url: Opt<String>,
+    pub key_prefix: Opt<String>,
+    pub on_unavailable: Opt<String>,
+    pub cluster_urls: Opt<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +190,8 @@ pub struct RawObservability {
     pub log_requests: Opt<bool>,
     pub otlp_endpoint: Opt<String>,
     pub debug_bodies: Opt<DebugBodies>,
+    pub otlp_protocol: Opt<String>,
+    pub trace_sample: Opt<f64>,
 }
 
 #[derive(Debug, Default)]

@@ -31,8 +31,9 @@ pub const MIGRATIONS: &[&str] = &[
         ttfb_ms DOUBLE PRECISION,
         attempts BIGINT NOT NULL
     );
+    -- One index: every read is a time range (a client's spend reads its
+    -- window by time and filters; whole days come from the rollups).
     CREATE INDEX usage_requests_ts ON usage_requests (ts);
-    CREATE INDEX usage_requests_client_ts ON usage_requests (client, ts);
     CREATE TABLE usage_daily (
         day BIGINT NOT NULL,
         client TEXT NOT NULL,

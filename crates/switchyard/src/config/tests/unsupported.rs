@@ -200,3 +200,32 @@ fn truthful_values_load() {
     );
     assert_eq!(c.clients.unwrap()[0].budget, None);
 }
+
+#[test]
+fn every_contract_key_of_a_later_feature_is_refused_not_unknown() {
+    let src = r#"cache:
+  max_bytes: 256MiB
+state:
+  key_prefix: "switchyard:"
+  on_unavailable: local
+  cluster_urls: [redis://a:6379]
+observability:
+  otlp_protocol: grpc
+  trace_sample: 0.5
+"#;
+    let got: Vec<_> = errs(src)
+        .into_iter()
+        .map(|(l, c, p, m)| (l, c, p, m.starts_with("not supported yet")))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (2, 14, "cache.max_bytes".to_string(), true),
+            (4, 15, "state.key_prefix".to_string(), true),
+            (5, 19, "state.on_unavailable".to_string(), true),
+            (6, 17, "state.cluster_urls".to_string(), true),
+            (8, 18, "observability.otlp_protocol".to_string(), true),
+            (9, 17, "observability.trace_sample".to_string(), true),
+        ]
+    );
+}

@@ -18,7 +18,8 @@ pub const DEGRADED_MESSAGE: &str = "The assistant is busy, please try again shor
 
 /// Decodes the single-mapping sections other than `server` (read in `raw`).
 pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
-    if let Some(c) = section(d, top, "cache", &["backend", "ttl", "max_entries", "when"]) {
+    let cache_keys = ["backend", "ttl", "max_entries", "max_bytes", "when"];
+    if let Some(c) = section(d, top, "cache", &cache_keys) {
         let backends = [
             ("memory", CacheBackend::Memory),
             ("redis", CacheBackend::Redis),
@@ -34,9 +35,17 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
             ttl: c.get(d, "ttl", f::duration),
             max_entries: c.get(d, "max_entries", f::uint),
             when: c.choice(d, "when", &when),
+            max_bytes: c.get(d, "max_bytes", f::size),
         };
     }
-    if let Some(s) = section(d, top, "state", &["backend", "redis_url"]) {
+    let state_keys = [
+        "backend",
+        "redis_url",
+        "cluster_urls",
+        "key_prefix",
+        "on_unavailable",
+    ];
+    if let Some(s) = section(d, top, "state", &state_keys) {
         let backends = [
             ("memory", StateBackend::Memory),
             ("redis", StateBackend::Redis),
@@ -44,6 +53,9 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
         raw.state = RawState {
             backend: s.choice(d, "backend", &backends),
             redis_url: s.get(d, "redis_url", f::string),
+            key_prefix: s.get(d, "key_prefix", f::string),
+            on_unavailable: s.get(d, "on_unavailable", f::string),
+            cluster_urls: s.get(d, "cluster_urls", f::json),
         };
     }
     let usage_keys = ["store", "path", "url", "retention", "store_responses"];
@@ -65,6 +77,8 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
         "log_format",
         "log_requests",
         "otlp_endpoint",
+        "otlp_protocol",
+        "trace_sample",
         "debug_bodies",
     ];
     if let Some(o) = section(d, top, "observability", &keys) {
@@ -81,6 +95,8 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
                 "debug_bodies",
                 &[("off", DebugBodies::Off), ("header", DebugBodies::Header)],
             ),
+            otlp_protocol: o.get(d, "otlp_protocol", f::string),
+            trace_sample: o.get(d, "trace_sample", f::float),
         };
     }
     if let Some(g) = section(d, top, "degraded", &["enabled", "message"]) {

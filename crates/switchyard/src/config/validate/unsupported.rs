@@ -41,9 +41,14 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         refuse(&b.at, NO_CACHE, "remove it or set `backend: off`");
     }
     if !cache_off {
-        for a in [at(&c.ttl), at(&c.max_entries), at(&c.when)]
-            .into_iter()
-            .flatten()
+        for a in [
+            at(&c.ttl),
+            at(&c.max_entries),
+            at(&c.max_bytes),
+            at(&c.when),
+        ]
+        .into_iter()
+        .flatten()
         {
             refuse(a, NO_CACHE, "remove it or set `cache.backend: off`");
         }
@@ -57,8 +62,16 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
     {
         refuse(&b.at, NO_SHARED, "remove it or set `backend: memory`");
     }
-    if let Some(u) = &s.redis_url {
-        refuse(&u.at, NO_SHARED, "remove it");
+    for a in [
+        at(&s.redis_url),
+        at(&s.cluster_urls),
+        at(&s.key_prefix),
+        at(&s.on_unavailable),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        refuse(a, NO_SHARED, "remove it");
     }
 
     let o = &raw.observability;
@@ -67,6 +80,16 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
             &e.at,
             "there is no OpenTelemetry export in this build",
             "remove it or set `otlp_endpoint: \"\"`",
+        );
+    }
+    for a in [at(&o.otlp_protocol), at(&o.trace_sample)]
+        .into_iter()
+        .flatten()
+    {
+        refuse(
+            a,
+            "there is no OpenTelemetry export in this build",
+            "remove it",
         );
     }
     if let Some(b) = o
