@@ -119,6 +119,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     ];
     if let Some(u) = &app.usage {
         tasks.push(sweep_usage(u.clone(), shutdown.clone()));
+        tasks.push(sync_issued_keys(app.clone(), u.clone(), shutdown.clone()));
     }
     let mut threads = Vec::new();
     let addr = match opts.workers {
@@ -354,6 +355,39 @@ fn response_store(
         Some(u) => Arc::new(LedgerResponses::new(u.clone())),
         None => Arc::new(MemoryResponses::new(cfg.store_responses, 10_000, 256 << 20)),
     }
+}
+
+/// How often an instance re-reads the issued keys from the usage store.
+pub const KEY_SYNC: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Issued keys as the store has them: instances sharing a store (PostgreSQL)
+/// see each other's new and revoked keys within [`KEY_SYNC`].
+fn sync_issued_keys(
+    app: App,
+    store: Arc<crate::usage::UsageStore>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(KEY_SYNC);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {
+                    let live = app.live.load_full();
+                    match crate::governance::restore::sync_keys(&live, &store).await {
+                        Ok(()) => failing = false,
+                        Err(e) if !failing => {
+                            failing = true;
+                            tracing::warn!(store = %store.name, "issued keys not refreshed from the usage store: {e}");
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// Retention: request rows and stored responses past their time, hourly.

@@ -91,6 +91,20 @@ async fn a_resumed_stream_pays_for_every_call_it_made() {
         (d["cost_usd"].as_f64().unwrap() - cost(i, o)).abs() < 1e-12,
         "{d}"
     );
+    // Each call's own tokens, on its own attempt: together the whole.
+    let per: Vec<(u64, u64)> = d["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["tokens"]["input"].as_u64().unwrap(),
+                a["tokens"]["output"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(per[1].1, 4, "the continuation streamed 4 pieces: {d}");
+    assert_eq!((per[0].0 + per[1].0, per[0].1 + per[1].1), (i, o), "{d}");
 }
 
 #[tokio::test]

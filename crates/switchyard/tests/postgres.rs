@@ -210,3 +210,67 @@ async fn a_stopped_server_fails_no_request_and_its_rows_are_counted_as_dropped()
     }
     assert!(written, "writes resume once PostgreSQL is back");
 }
+
+/// Two instances on one PostgreSQL: a key issued on one works on the other,
+/// and once revoked on one it stops on the other, within the key sync.
+#[tokio::test]
+async fn instances_sharing_postgres_agree_on_issued_keys() {
+    let pg = Postgres::start();
+    let yaml = format!(
+        "{TRAFFIC}usage: {{ store: postgres, url: \"{}\" }}\n",
+        pg.url
+    );
+    let (a, b) = (common::start(&yaml).await, common::start(&yaml).await);
+    let http = reqwest::Client::new();
+    let issued: Value = http
+        .post(a.admin("/admin/clients/team/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, key) = (
+        issued["id"].as_str().unwrap(),
+        issued["key"].as_str().unwrap(),
+    );
+    let status_on = |h: &common::Harness| {
+        http.post(h.url("/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&json!({"model": "chat", "messages": common::user("hi")}))
+            .send()
+    };
+    assert_eq!(
+        status_on(&a).await.unwrap().status(),
+        200,
+        "at once where it was issued"
+    );
+    let mut seen = 0;
+    for _ in 0..60 {
+        seen = status_on(&b).await.unwrap().status().as_u16();
+        if seen == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, 200, "the other instance picks it up from the store");
+    let r = http
+        .delete(a.admin(&format!("/admin/clients/team/keys/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        status_on(&a).await.unwrap().status(),
+        401,
+        "at once where it was revoked"
+    );
+    for _ in 0..60 {
+        seen = status_on(&b).await.unwrap().status().as_u16();
+        if seen == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, 401, "and on the other instance within the key sync");
+}

@@ -18,7 +18,12 @@ pub struct Issued {
 #[derive(Default)]
 pub struct IssuedKeys {
     by_hash: DashMap<[u8; 32], Issued>,
+    /// Ids revoked here: a store snapshot taken before the revocation must
+    /// not bring them back (bounded; revocations are rare).
+    revoked: std::sync::Mutex<std::collections::VecDeque<Arc<str>>>,
 }
+
+const REVOKED_KEPT: usize = 10_000;
 
 /// A fresh key: `sy-` and 40 hex digits of randomness, its id and hash.
 pub struct NewKey {
@@ -50,10 +55,32 @@ impl IssuedKeys {
 
     /// `true` when the client had that key.
     pub fn remove(&self, client: &str, id: &str) -> bool {
+        if let Ok(mut r) = self.revoked.lock() {
+            if r.len() >= REVOKED_KEPT {
+                r.pop_front();
+            }
+            r.push_back(Arc::from(id));
+        }
         let before = self.by_hash.len();
         self.by_hash
             .retain(|_, k| !(&*k.client == client && &*k.id == id));
         self.by_hash.len() < before
+    }
+
+    /// Make the set the store's view `live`, read at `snapshot_ms` (keys
+    /// issued or revoked by another instance sharing it). What this
+    /// instance did since the snapshot stands: keys issued after it stay,
+    /// keys revoked here do not come back.
+    pub fn replace(&self, live: Vec<([u8; 32], Issued)>, snapshot_ms: i64) {
+        let keep: std::collections::HashSet<[u8; 32]> = live.iter().map(|(h, _)| *h).collect();
+        self.by_hash
+            .retain(|h, k| keep.contains(h) || k.created_at_ms >= snapshot_ms);
+        let revoked = self.revoked.lock().map(|r| r.clone()).unwrap_or_default();
+        for (h, k) in live {
+            if !revoked.iter().any(|id| *id == k.id) {
+                self.by_hash.entry(h).or_insert(k);
+            }
+        }
     }
 
     /// A client's issued keys, oldest first.
@@ -95,5 +122,21 @@ mod tests {
         );
         assert!(keys.remove("a", &k.id));
         assert!(keys.get(&k.sha256).is_none());
+        // A store snapshot from before the revocation does not revive it…
+        let issued = |id: &str, at: i64| Issued {
+            client: Arc::from("a"),
+            id: Arc::from(id),
+            created_at_ms: at,
+        };
+        keys.replace(vec![(k.sha256, issued(&k.id, 1))], 10);
+        assert!(keys.get(&k.sha256).is_none());
+        // …nor drops a key issued here after it was taken; one the store no
+        // longer has (revoked elsewhere) goes.
+        keys.insert([7; 32], issued("key-new", 20));
+        keys.insert([8; 32], issued("key-old", 5));
+        keys.replace(vec![([9; 32], issued("key-elsewhere", 3))], 10);
+        assert!(keys.get(&[7; 32]).is_some());
+        assert!(keys.get(&[8; 32]).is_none());
+        assert!(keys.get(&[9; 32]).is_some());
     }
 }

@@ -1,7 +1,8 @@
 //! What governance rebuilds from the usage store: each budgeted client's
 //! spend in its current window, and the keys issued at run time. Runs at
 //! start-up (before the listeners open) and after a reload (for clients the
-//! new config added).
+//! new config added); issued keys also every few seconds (`sync_keys`), so
+//! instances sharing a store agree on them.
 
 use crate::state::live::Live;
 use crate::usage::UsageStore;
@@ -21,21 +22,29 @@ pub async fn restore(live: &Live, store: &UsageStore) -> Result<(), String> {
             tracing::info!(client = %id, spent_usd = spent, "budget: spend of this window restored from the usage store");
         }
     }
-    for k in store.active_keys().await? {
-        let Some(sha) = hex::decode(&k.sha256)
-            .ok()
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
-        else {
-            continue;
-        };
-        live.registry.issued_keys.insert(
-            sha,
-            super::keys::Issued {
+    sync_keys(live, store).await
+}
+
+/// The issued keys as the store has them now: what another instance sharing
+/// the store issued works here, what it revoked stops working here.
+pub async fn sync_keys(live: &Live, store: &UsageStore) -> Result<(), String> {
+    let snapshot_ms = crate::usage::query::now_ms();
+    let keys = store
+        .active_keys()
+        .await?
+        .into_iter()
+        .filter_map(|k| {
+            let sha = hex::decode(&k.sha256)
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())?;
+            let issued = super::keys::Issued {
                 client: k.client.as_str().into(),
                 id: k.id.as_str().into(),
                 created_at_ms: k.created_at_ms,
-            },
-        );
-    }
+            };
+            Some((sha, issued))
+        })
+        .collect();
+    live.registry.issued_keys.replace(keys, snapshot_ms);
     Ok(())
 }

@@ -30,6 +30,19 @@ pub struct AttemptLog {
     pub latency_ms: f64,
     pub ttfb_ms: Option<f64>,
     pub resumed: bool,
+    /// What this upstream call used and cost (a resumed stream has several).
+    #[serde(rename = "tokens", skip_serializing_if = "Option::is_none")]
+    pub usage: Option<AttemptUsage>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct AttemptUsage {
+    #[serde(rename = "input")]
+    pub input_tokens: u64,
+    #[serde(rename = "output")]
+    pub output_tokens: u64,
+    #[serde(skip)]
+    pub cost_usd: f64,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -52,6 +65,7 @@ impl AttemptLog {
             latency_ms: ms(latency),
             ttfb_ms: Some(ms(ttfb)),
             resumed: false,
+            usage: None,
         }
     }
 
@@ -66,6 +80,7 @@ impl AttemptLog {
             latency_ms: 0.0,
             ttfb_ms: None,
             resumed: false,
+            usage: None,
         }
     }
 
@@ -84,6 +99,7 @@ impl AttemptLog {
             latency_ms: ms(latency),
             ttfb_ms: None,
             resumed: false,
+            usage: None,
         }
     }
 }
@@ -253,17 +269,31 @@ impl RequestCtx {
     pub fn set_usage(&mut self, u: &Usage, pricing: Option<&Pricing>) {
         self.tokens = TokensLog::default();
         self.cost_usd = None;
+        self.attempts.iter_mut().for_each(|a| a.usage = None);
         self.add_usage(u, pricing);
     }
 
     /// Add one more upstream call's usage and cost (a resumed stream pays
-    /// for every call it made, the broken one included).
+    /// for every call it made, the broken one included): the last attempt's.
     pub fn add_usage(&mut self, u: &Usage, pricing: Option<&Pricing>) {
+        let last = self.attempts.len().saturating_sub(1);
+        self.add_usage_of(last, u, pricing);
+    }
+
+    /// [`Self::add_usage`] for the call of attempt `i`.
+    pub fn add_usage_of(&mut self, i: usize, u: &Usage, pricing: Option<&Pricing>) {
         self.tokens.input += u.input_tokens;
         self.tokens.output += u.output_tokens;
         self.tokens.cached += u.cached_input_tokens;
-        if let Some(p) = pricing {
-            *self.cost_usd.get_or_insert(0.0) += cost_usd(u, p);
+        let cost = pricing.map(|p| cost_usd(u, p));
+        if let Some(c) = cost {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
+        if let Some(a) = self.attempts.get_mut(i) {
+            let mine = a.usage.get_or_insert_with(AttemptUsage::default);
+            mine.input_tokens += u.input_tokens;
+            mine.output_tokens += u.output_tokens;
+            mine.cost_usd += cost.unwrap_or(0.0);
         }
     }
 

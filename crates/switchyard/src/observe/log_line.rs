@@ -187,6 +187,14 @@ impl Line<'_> {
         self.opt_float(a.ttfb_ms);
         self.raw(b",\"resumed\":");
         self.bool(a.resumed);
+        // What this call used, when it reported (or was billed) usage.
+        if let Some(u) = &a.usage {
+            self.raw(b",\"tokens\":{\"input\":");
+            self.int(u.input_tokens);
+            self.raw(b",\"output\":");
+            self.int(u.output_tokens);
+            self.raw(b"}");
+        }
         self.raw(b"}");
     }
 }

@@ -117,13 +117,14 @@ pub fn relay(
                 h.settle(used.total());
             }
             let text = format!("{prior}{}", upstream.seen.text);
+            let broken = ctx.attempts.len().saturating_sub(1);
             let next = match &resume {
                 Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, upstream.position(), upstream.seen.in_tool_call, &mut ctx).await,
                 _ => None,
             };
             let Some((mut next, dep)) = next else { break Err(e) };
             // The broken call was billed by its upstream too.
-            ctx.add_usage(&used, served.cfg.pricing.as_ref());
+            ctx.add_usage_of(broken, &used, served.cfg.pricing.as_ref());
             resumes += 1;
             prior = text;
             if let Some(first) = next.first.take() {
