@@ -42,8 +42,12 @@ impl Budgets {
         }
     }
 
-    pub fn known(&self, client: &str) -> bool {
-        self.accounts.contains_key(client)
+    /// The client's spend must be read from the store: a client not seen
+    /// yet, or one whose budget changed its period (a reload).
+    pub fn needs_seed(&self, client: &str, per: BudgetPeriod) -> bool {
+        self.accounts
+            .get(client)
+            .is_none_or(|a| a.period() != Some(per))
     }
 }
 
@@ -54,6 +58,8 @@ pub struct Account {
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Window {
+    /// The period the window was made for.
+    per: Option<BudgetPeriod>,
     /// `[start, end)` in Unix ms; `end == 0` before first use.
     start_ms: i64,
     end_ms: i64,
@@ -73,9 +79,10 @@ impl Window {
     /// Move to the window `now` is in; spend starts over, reservations of
     /// requests still in flight stay.
     fn roll(&mut self, per: BudgetPeriod, now_ms: i64) {
-        if now_ms >= self.start_ms && now_ms < self.end_ms {
+        if self.per == Some(per) && now_ms >= self.start_ms && now_ms < self.end_ms {
             return;
         }
+        self.per = Some(per);
         let (start, end) = window(per, now_ms);
         self.start_ms = start;
         self.end_ms = end;
@@ -109,6 +116,10 @@ impl Account {
             w.reserved = (w.reserved - held).max(0.0);
             w.spent += cost;
         });
+    }
+
+    fn period(&self) -> Option<BudgetPeriod> {
+        self.window.lock().map_or(None, |w| w.per)
     }
 
     /// Spend found in the usage store for the window that holds `now_ms`.
@@ -329,6 +340,16 @@ mod tests {
         assert!(!a.reserve(&bud, 0.0, t));
         // The next day starts at zero.
         assert!(a.reserve(&bud, 0.5, t + 86_400_000));
+        // A reload that makes it monthly: a new window, to be seeded again.
+        let budgets = Budgets::default();
+        let c: Arc<str> = Arc::from("c");
+        assert!(budgets.needs_seed(&c, BudgetPeriod::Day));
+        budgets.account(&c).seed(BudgetPeriod::Day, 0.2, t);
+        assert!(!budgets.needs_seed(&c, BudgetPeriod::Day));
+        assert!(budgets.needs_seed(&c, BudgetPeriod::Month));
+        budgets.account(&c).seed(BudgetPeriod::Month, 0.9, t);
+        let s = budgets.account(&c).snapshot(BudgetPeriod::Month, t);
+        assert_eq!((s.spent_usd, s.resets_at_ms), (0.9, 1_798_761_600_000));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What governance rebuilds from the usage store: each budgeted client's
 //! spend in its current window, and the keys issued at run time. Runs at
 //! start-up (before the listeners open) and after a reload (for clients the
-//! new config added); issued keys also every few seconds (`sync_keys`), so
+//! new config added, or whose budget period it changed); issued keys also every few seconds (`sync_keys`), so
 //! instances sharing a store agree on them.
 
 use crate::state::live::Live;
@@ -12,7 +12,7 @@ pub async fn restore(live: &Live, store: &UsageStore) -> Result<(), String> {
     let budgets = &live.registry.budgets;
     for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
         let Some(b) = c.budget else { continue };
-        if budgets.known(id) {
+        if !budgets.needs_seed(id, b.per) {
             continue;
         }
         let (start, _) = super::budget::window(b.per, now);
