@@ -386,6 +386,31 @@ async fn the_usage_command_prints_what_the_admin_api_answers() {
         total.starts_with("TOTAL") && total.contains(" 3 "),
         "{table}"
     );
+    // Without a config: the demo's store, `switchyard.db` where it runs.
+    let here = tempfile::tempdir().unwrap();
+    let bare = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["usage", "--format", "json", "--group-by", "route"])
+            .current_dir(here.path())
+            .output()
+            .unwrap()
+    };
+    let none = bare();
+    assert!(!none.status.success());
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("no usage store at switchyard.db"),
+        "{none:?}"
+    );
+    // The file and its write-ahead log (rows not yet checkpointed live there).
+    std::fs::copy(&db, here.path().join("switchyard.db")).unwrap();
+    let wal = h.dir.path().join("usage.db-wal");
+    if wal.exists() {
+        std::fs::copy(&wal, here.path().join("switchyard.db-wal")).unwrap();
+    }
+    let out = bare();
+    assert!(out.status.success(), "{out:?}");
+    let demo: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(demo["rows"], api["rows"]);
 }
 
 #[tokio::test]
