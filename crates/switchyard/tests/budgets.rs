@@ -232,3 +232,75 @@ async fn a_restored_spend_that_fills_the_budget_refuses_at_once() {
     );
     assert!(h.mock.requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_spent_budget_refuses_chat_and_embeddings_but_not_token_counts() {
+    let yaml = r#"
+providers:
+  oa: { protocol: openai, base_url: "{mock}/v1" }
+  an: { protocol: anthropic, base_url: "{mock}" }
+models:
+  - { id: oa/m, provider: oa, model: m, capabilities: [embeddings], pricing: { input: 1000, output: 1000 } }
+  - { id: an/c, provider: an, model: claude-c, max_output_tokens: 1000, pricing: { input: 1000, output: 1000 } }
+routes:
+  chat: { targets: [oa/m] }
+  claude: { targets: [an/c] }
+clients:
+  - { id: team, key_env: CLIENT_KEY, budget: { usd: 0.01, per: hour } }
+"#;
+    let h = common::start(yaml).await;
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        http.post(h.url(path))
+            .bearer_auth("client-secret")
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+    };
+    // The worst case of a chat ($0.1) does not fit; an embedding's input may.
+    let chat = post(
+        "/v1/chat/completions",
+        json!({"model": "chat", "max_tokens": 100, "messages": common::user("hi")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(chat.status(), 429);
+    // Embeddings reserve their input only, and spend until nothing is left.
+    let mut served = 0;
+    let mut refused = false;
+    for _ in 0..50 {
+        let e = post(
+            "/v1/embeddings",
+            json!({"model": "chat", "input": "hello there, embed me"}),
+        )
+        .await
+        .unwrap();
+        match e.status().as_u16() {
+            200 => served += 1,
+            429 => {
+                refused = true;
+                break;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert!(
+        served > 0 && refused,
+        "{served} served before the budget ran out"
+    );
+    let n = post(
+        "/v1/messages/count_tokens",
+        json!({"model": "claude", "messages": common::user("hi")}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(n.status(), 200, "counting tokens costs nothing");
+    let clients: Value = reqwest::get(h.admin("/admin/clients"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let b = &clients["clients"][0]["budget"];
+    assert!(b["spent_usd"].as_f64().unwrap() > 0.0, "{b}");
+}

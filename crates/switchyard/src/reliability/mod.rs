@@ -218,7 +218,8 @@ fn hold_budget(
     let worst = match op {
         Op::Chat(_) => worst_case(&dep.cfg, ctx.prompt_estimate, ctx.output_cap, true),
         Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, false),
-        Op::CountTokens(_) => 0.0,
+        // Counting tokens costs nothing: a spent budget does not refuse it.
+        Op::CountTokens(_) => return Ok(()),
     };
     if hold.cover(worst) {
         return Ok(());
