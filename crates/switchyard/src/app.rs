@@ -38,6 +38,9 @@ pub struct App {
     pub responses: Arc<dyn crate::state::responses::ResponseStore>,
     /// The usage store (`usage.store`), when there is one.
     pub usage: Option<Arc<crate::usage::UsageStore>>,
+    /// The version (text hash) of the config a reload last tried, good or
+    /// bad: a file-change event for the same text is not a second reload.
+    pub last_reload: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl App {

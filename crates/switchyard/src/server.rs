@@ -108,6 +108,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         metrics,
         responses: response_store(&usage, &live_usage),
         usage,
+        last_reload: Default::default(),
     };
     let shutdown = CancellationToken::new();
     let admin = bind(admin_listen, false).await?;
@@ -117,6 +118,9 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         sighup_reload(app.clone(), shutdown.clone()),
         sweep(store, shutdown.clone()),
     ];
+    if let Some(w) = crate::admin::watch::watch(app.clone(), shutdown.clone()) {
+        tasks.push(w);
+    }
     if let Some(u) = &app.usage {
         tasks.push(sweep_usage(u.clone(), shutdown.clone()));
         tasks.push(sync_issued_keys(app.clone(), u.clone(), shutdown.clone()));

@@ -9,6 +9,7 @@ use crate::app::App;
 pub mod auth;
 pub mod governance;
 pub mod reload;
+pub mod watch;
 
 pub async fn healthz() -> &'static str {
     "ok"

@@ -15,7 +15,45 @@ pub async fn from_file(app: &App) -> Result<String, Vec<String>> {
             "the gateway runs the built-in demo config; there is no file to reload".into(),
         ]);
     };
-    let result = config::load_file(path)
+    let src = match std::fs::read_to_string(path) {
+        Ok(s) => s,
+        Err(e) => {
+            let errors = vec![format!("{}: cannot read: {e}", path.display())];
+            return Err(rejected(app, errors));
+        }
+    };
+    from_text(app, path, &src).await
+}
+
+/// The file changed on disk: reload, unless its text is the config in
+/// force or the one a reload last tried (an explicit reload of the same
+/// write, or a save that changed nothing).
+pub async fn on_change(app: &App) {
+    let Some(path) = &app.config_path else { return };
+    let Ok(src) = std::fs::read_to_string(path) else {
+        // Mid-rename or deleted: the next event brings the new file.
+        return;
+    };
+    let version = config::text_version(&src);
+    let tried = app.last_reload.lock().ok().and_then(|g| g.clone());
+    if *app.live.load().version == *version || tried.as_deref() == Some(version.as_str()) {
+        return;
+    }
+    let _ = from_text(app, path, &src).await;
+}
+
+async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<String, Vec<String>> {
+    let version = config::text_version(src);
+    if *app.live.load().version == *version {
+        // Already in force: nothing to swap (and circuits keep their state
+        // either way).
+        return Ok(version);
+    }
+    if let Ok(mut g) = app.last_reload.lock() {
+        *g = Some(version);
+    }
+    let file = path.display().to_string();
+    let result = config::load_str(src, &file, &|name| std::env::var(name).ok())
         .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>())
         .and_then(|cfg| same_store(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| Live::build(cfg, &app.live.load().registry).map_err(|e| vec![e]));
@@ -30,17 +68,20 @@ pub async fn from_file(app: &App) -> Result<String, Vec<String>> {
             }
             Ok(swap(app, Arc::new(live)))
         }
-        Err(errors) => {
-            app.metrics
-                .config_reloads
-                .get_or_create(&ResultLabels { result: "error" })
-                .inc();
-            for e in &errors {
-                tracing::error!("config reload rejected: {e}");
-            }
-            Err(errors)
-        }
+        Err(errors) => Err(rejected(app, errors)),
     }
+}
+
+/// A reload that failed: logged and counted; the running config stays.
+fn rejected(app: &App, errors: Vec<String>) -> Vec<String> {
+    app.metrics
+        .config_reloads
+        .get_or_create(&ResultLabels { result: "error" })
+        .inc();
+    for e in &errors {
+        tracing::error!("config reload rejected (the running config stays): {e}");
+    }
+    errors
 }
 
 fn swap(app: &App, live: Arc<Live>) -> String {

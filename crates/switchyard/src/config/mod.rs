@@ -106,6 +106,11 @@ pub fn load_file(path: &Path) -> Result<Config, Vec<Diagnostic>> {
     }
 }
 
+/// A config's version: the sha256 of its text, hex.
+pub fn text_version(src: &str) -> String {
+    hex::encode(Sha256::digest(src.as_bytes()))
+}
+
 /// Validates config text. `file` names it in diagnostics; `env` looks up variables
 /// (for `${VAR}`, `keys[].env` and `key_env`). Diagnostics come sorted by position.
 pub fn load_str(
@@ -114,7 +119,7 @@ pub fn load_str(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, Vec<Diagnostic>> {
     let mut d = Diags::new(file);
-    let version = hex::encode(Sha256::digest(src.as_bytes()));
+    let version = text_version(src);
     let Some(mut root) = node::parse(src, &mut d) else {
         return Err(d.list);
     };
