@@ -180,7 +180,7 @@ async fn the_config_reloads_when_its_file_changes_and_no_request_fails() {
         } else {
             "mock/b, mock/a"
         };
-        let text = watched_yaml(&mock.base_url(), &format!("r{i}"), &format!("{target}"));
+        let text = watched_yaml(&mock.base_url(), &format!("r{i}"), target);
         if i % 2 == 0 {
             write_atomically(&path, &text);
         } else {
