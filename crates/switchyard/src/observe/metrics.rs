@@ -107,9 +107,9 @@ pub struct Metrics {
     pub inflight: Gauge,
     pub config_reloads: Family<ResultLabels, Counter>,
     pub events_skipped: Family<DeploymentLabels, Counter>,
-    /// Budgets, the usage store, the shared state backend and the response
-    /// cache (later issues) report here; declared now so every family of
-    /// contract §6 is there from start-up.
+    /// Budgets and the usage store report here; the shared state backend
+    /// and the response cache (later issues) are declared now so that every
+    /// family of contract §6 is there from start-up.
     pub budget_spent_usd: Family<ClientLabels, Gauge<f64, AtomicU64>>,
     pub budget_rejections: Family<ClientLabels, Counter>,
     pub usage_store_writes: Family<ResultLabels, Counter>,
