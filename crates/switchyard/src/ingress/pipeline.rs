@@ -408,8 +408,9 @@ fn budget_header(resp: &mut Response, ctx: &mut RequestCtx) {
 /// the failure was an outage, else the error in the client's envelope.
 pub fn fail(live: &Live, door: Door, e: &GatewayError, mut ctx: RequestCtx, rid: &str) -> Response {
     let attempts = ctx.attempts.len();
-    if let Some(resp) = super::degraded::reply(live, door, ctx.stream, e, rid, attempts) {
+    if let Some(mut resp) = super::degraded::reply(live, door, ctx.stream, e, rid, attempts) {
         ctx.fallback_reason = Some("degraded");
+        budget_header(&mut resp, &mut ctx);
         ctx.finish(200, Some(e));
         return resp;
     }
