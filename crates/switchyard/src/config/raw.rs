@@ -53,6 +53,8 @@ pub struct RawClient {
     pub rpm: Opt<u32>,
     pub tpm: Opt<u64>,
     pub budget: Option<(At, Opt<f64>, Opt<BudgetPeriod>)>,
+    /// `private | shared` (the response cache; refused until it exists).
+    pub cache: Opt<&'static str>,
 }
 
 #[derive(Debug, Default)]
@@ -321,6 +323,7 @@ fn client(d: &mut Diags, n: &Node, at: &At) -> Option<RawClient> {
             "rpm",
             "tpm",
             "budget",
+            "cache",
         ],
     )?;
     let budget = section(d, &c, "budget", &["usd", "per"]).map(|b| {
@@ -344,5 +347,6 @@ fn client(d: &mut Diags, n: &Node, at: &At) -> Option<RawClient> {
         rpm: c.get(d, "rpm", f::uint32),
         tpm: c.get(d, "tpm", f::uint),
         budget,
+        cache: c.choice(d, "cache", &[("private", "private"), ("shared", "shared")]),
     })
 }

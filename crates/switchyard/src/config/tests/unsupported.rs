@@ -205,6 +205,8 @@ fn truthful_values_load() {
 fn every_contract_key_of_a_later_feature_is_refused_not_unknown() {
     let src = r#"cache:
   max_bytes: 256MiB
+clients:
+  - { id: a, key_env: BOT_KEY, cache: shared }
 state:
   key_prefix: "switchyard:"
   on_unavailable: local
@@ -221,11 +223,12 @@ observability:
         got,
         [
             (2, 14, "cache.max_bytes".to_string(), true),
-            (4, 15, "state.key_prefix".to_string(), true),
-            (5, 19, "state.on_unavailable".to_string(), true),
-            (6, 17, "state.cluster_urls".to_string(), true),
-            (8, 18, "observability.otlp_protocol".to_string(), true),
-            (9, 17, "observability.trace_sample".to_string(), true),
+            (4, 39, "clients[0].cache".to_string(), true),
+            (6, 15, "state.key_prefix".to_string(), true),
+            (7, 19, "state.on_unavailable".to_string(), true),
+            (8, 17, "state.cluster_urls".to_string(), true),
+            (10, 18, "observability.otlp_protocol".to_string(), true),
+            (11, 17, "observability.trace_sample".to_string(), true),
         ]
     );
 }

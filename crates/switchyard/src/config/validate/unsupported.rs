@@ -54,6 +54,12 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         }
     }
 
+    for client in raw.clients.iter().flatten() {
+        if let Some(c) = &client.cache {
+            refuse(&c.at, NO_CACHE, "remove it");
+        }
+    }
+
     let s = &raw.state;
     if let Some(b) = s
         .backend
