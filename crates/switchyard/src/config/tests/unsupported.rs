@@ -157,6 +157,13 @@ fn budgets_and_usage_stores_are_accepted() {
     assert!(matches!(&c.usage.store, UsageBackend::Sqlite { path } if path == "u.db"));
     assert_eq!(c.usage.retention, Duration::from_secs(7 * 86_400));
     assert_eq!(c.usage.store_responses, Duration::from_secs(12 * 3600));
+    one(
+        "usage: { retention: 12h }\n",
+        1,
+        21,
+        "usage.retention",
+        "must be at least 1d",
+    );
     // PostgreSQL needs its URL.
     one(
         "usage: { store: postgres }\n",

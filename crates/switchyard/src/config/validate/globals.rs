@@ -218,6 +218,20 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
             }
         }
     };
+    // Rollups are by UTC day: rows must outlive the day they belong to, or
+    // today's totals (and a daily budget's spend) would lose them.
+    if let Some(r) = u
+        .retention
+        .as_ref()
+        .filter(|r| r.value < Duration::from_secs(86_400))
+    {
+        if !r.value.is_zero() {
+            d.err(
+                &r.at,
+                "must be at least 1d (request rows are summed into daily rollups)",
+            );
+        }
+    }
     let usage = Usage {
         store: backend,
         retention: positive(d, &u.retention, Duration::from_secs(90 * 86_400)),
