@@ -33,12 +33,7 @@ fn ask(http: &reqwest::Client, h: &common::Harness, stream: bool) -> reqwest::Re
 }
 
 async fn budget_of(h: &common::Harness) -> Value {
-    let clients: Value = reqwest::get(h.admin("/admin/clients"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let clients: Value = h.admin_json("/admin/clients").await;
     clients["clients"][0]["budget"].clone()
 }
 
@@ -113,12 +108,7 @@ async fn parallel_requests_never_spend_past_the_budget() {
         "{left} {spent} {cost}"
     );
     // The metrics say who was refused and what was spent.
-    let m = reqwest::get(h.admin("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = h.metrics().await;
     assert!(
         m.contains("switchyard_budget_rejections_total{client=\"team\"} 25"),
         "{m}"
@@ -295,12 +285,7 @@ clients:
     .await
     .unwrap();
     assert_eq!(n.status(), 200, "counting tokens costs nothing");
-    let clients: Value = reqwest::get(h.admin("/admin/clients"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let clients: Value = h.admin_json("/admin/clients").await;
     let b = &clients["clients"][0]["budget"];
     assert!(b["spent_usd"].as_f64().unwrap() > 0.0, "{b}");
 }

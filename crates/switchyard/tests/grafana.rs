@@ -56,12 +56,7 @@ async fn every_metric_the_dashboard_queries_is_exported() {
         .await;
     assert_eq!(r.status(), 200);
     let _ = h.decision(0).await;
-    let text = reqwest::get(h.admin("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = h.metrics().await;
     // Series, and families declared with no series yet (labels not known
     // until they happen: a fallback reason, a budgeted client).
     let mut exported: BTreeSet<String> = text

@@ -133,12 +133,7 @@ async fn every_request_is_one_row_and_usage_adds_them_up() {
         assert_eq!(e["error"]["code"], "invalid_request");
     }
     // The metrics count what was written.
-    let m = reqwest::get(h.admin("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = h.metrics().await;
     assert!(
         m.contains("switchyard_usage_store_writes_total{result=\"ok\"} 6"),
         "{m}"
@@ -259,28 +254,21 @@ async fn keys_issued_at_run_time_work_at_once_and_are_revoked_at_once() {
         |m: reqwest::Method, path: &str| http.request(m, h.admin(path)).bearer_auth("admin-secret");
     assert_eq!(chat_with(&http, &h, key).await.status(), 200);
 
+    let revoke = |key_id: &str| {
+        admin(
+            reqwest::Method::DELETE,
+            &format!("/admin/clients/team/keys/{key_id}"),
+        )
+        .send()
+    };
     // Revoked: refused at once.
-    let r = admin(
-        reqwest::Method::DELETE,
-        &format!("/admin/clients/team/keys/{id}"),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(revoke(id).await.unwrap().status(), 200);
     let r = chat_with(&http, &h, key).await;
     assert_eq!(r.status(), 401);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "auth_failed");
     assert_eq!(chat_with(&http, &h, "client-secret").await.status(), 200);
-    let r = admin(
-        reqwest::Method::DELETE,
-        &format!("/admin/clients/team/keys/{id}"),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(revoke(id).await.unwrap().status(), 404, "revoked once");
     // Neither for clients the config lacks, nor for the config's own key.
     let r = admin(reqwest::Method::POST, "/admin/clients/nobody/keys")
         .send()
@@ -288,14 +276,7 @@ async fn keys_issued_at_run_time_work_at_once_and_are_revoked_at_once() {
         .unwrap();
     assert_eq!(r.status(), 404);
     let cfg_key = keys[0]["id"].as_str().unwrap();
-    let r = admin(
-        reqwest::Method::DELETE,
-        &format!("/admin/clients/team/keys/{cfg_key}"),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 409);
+    assert_eq!(revoke(cfg_key).await.unwrap().status(), 409);
 }
 
 #[tokio::test]

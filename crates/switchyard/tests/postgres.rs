@@ -171,12 +171,7 @@ async fn a_stopped_server_fails_no_request_and_its_rows_are_counted_as_dropped()
         );
     }
     h.flush_usage().await;
-    let m = reqwest::get(h.admin("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = h.metrics().await;
     assert_eq!(
         metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}"),
         1.0,
@@ -196,12 +191,7 @@ async fn a_stopped_server_fails_no_request_and_its_rows_are_counted_as_dropped()
     for _ in 0..50 {
         assert_eq!(chat().await.unwrap().status(), 200);
         h.flush_usage().await;
-        let m = reqwest::get(h.admin("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let m = h.metrics().await;
         if metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}") > 1.0 {
             written = true;
             break;

@@ -113,6 +113,26 @@ impl Harness {
         format!("{}{path}", self.gw.admin_url())
     }
 
+    /// `GET` an admin path (no admin key), its JSON answer.
+    pub async fn admin_json(&self, path: &str) -> serde_json::Value {
+        reqwest::get(self.admin(path))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// `/metrics` as text.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(self.admin("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Every usage row queued so far is written.
     pub async fn flush_usage(&self) {
         let store = self.gw.app.usage.as_ref().expect("a usage store");
