@@ -185,7 +185,6 @@ pub async fn usage(
         group_by.as_deref(),
         since.as_deref(),
         until.as_deref(),
-        None,
     ) {
         Ok(a) => a,
         Err(e) => {

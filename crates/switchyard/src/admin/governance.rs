@@ -43,7 +43,6 @@ pub struct UsageParams {
     group_by: Option<String>,
     since: Option<String>,
     until: Option<String>,
-    client: Option<String>,
 }
 
 /// What `/admin/usage` and `switchyard usage` ask the store.
@@ -58,7 +57,6 @@ pub fn usage_ask(
     group_by: Option<&str>,
     since: Option<&str>,
     until: Option<&str>,
-    client: Option<String>,
 ) -> Result<UsageAsk, String> {
     let by = match group_by {
         None => GroupBy::Client,
@@ -78,7 +76,7 @@ pub fn usage_ask(
         range: Range {
             since_ms,
             until_ms,
-            client,
+            client: None,
         },
     })
 }
@@ -119,7 +117,6 @@ pub async fn usage(State(app): State<App>, Query(p): Query<UsageParams>) -> Resp
         p.group_by.as_deref(),
         p.since.as_deref(),
         p.until.as_deref(),
-        p.client,
     ) {
         Ok(a) => a,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request", e),

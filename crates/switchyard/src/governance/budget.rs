@@ -111,11 +111,14 @@ impl Account {
         })
     }
 
-    fn settle(&self, b: &Budget, held: f64, cost: f64, now_ms: i64) {
+    /// Replace `held` by `cost`; what is left of the window after it (one
+    /// lock for both).
+    fn settle(&self, b: &Budget, held: f64, cost: f64, now_ms: i64) -> f64 {
         self.with(b.per, now_ms, |w| {
             w.reserved = (w.reserved - held).max(0.0);
             w.spent += cost;
-        });
+            (b.usd - w.spent - w.reserved).max(0.0)
+        })
     }
 
     fn period(&self) -> Option<BudgetPeriod> {
@@ -170,20 +173,13 @@ impl Hold {
     /// left of the window after it.
     pub fn settle(mut self, cost: f64) -> f64 {
         let held = std::mem::take(&mut self.held);
-        let now = now_ms();
-        self.account.settle(&self.budget, held, cost, now);
-        let s = self.account.snapshot(self.budget.per, now);
-        (self.budget.usd - s.spent_usd - s.reserved_usd).max(0.0)
+        self.account.settle(&self.budget, held, cost, now_ms())
     }
 
     /// What is left of the window, this request's reservation taken out.
     pub fn remaining(&self) -> f64 {
         let s = self.account.snapshot(self.budget.per, now_ms());
         (self.budget.usd - s.spent_usd - s.reserved_usd).max(0.0)
-    }
-
-    pub fn budget(&self) -> Budget {
-        self.budget
     }
 }
 
@@ -198,7 +194,7 @@ impl Drop for Hold {
     /// reservation back rather than leak it.
     fn drop(&mut self) {
         if self.held > 0.0 {
-            self.account.settle(&self.budget, self.held, 0.0, now_ms());
+            let _ = self.account.settle(&self.budget, self.held, 0.0, now_ms());
         }
     }
 }

@@ -359,9 +359,8 @@ fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error
     s.serialize_str(&format_rfc3339(*t))
 }
 
-/// RFC 3339 UTC with milliseconds, without pulling in a date crate. The
-/// seconds part is formatted once per second per thread (it is on every
-/// decision-log line).
+/// RFC 3339 UTC with milliseconds. The seconds part is formatted once per
+/// second per thread (it is on every decision-log line).
 pub(super) fn format_rfc3339(t: SystemTime) -> String {
     thread_local! {
         static SECOND: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
@@ -386,30 +385,15 @@ pub(super) fn format_rfc3339(t: SystemTime) -> String {
     out
 }
 
-/// `YYYY-MM-DDTHH:MM:SS` for Unix seconds.
+/// `YYYY-MM-DDTHH:MM:SS` for Unix seconds (the calendar from the `time`
+/// crate, as the usage store's timestamps are).
 fn format_second(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Howard Hinnant's days→civil algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(&fmt).ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -479,7 +463,10 @@ mod tests {
 
     #[test]
     fn dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_786), (2026, 11, 29));
+        assert_eq!(format_second(0), "1970-01-01T00:00:00");
+        assert_eq!(
+            format_second(20_786 * 86_400 + 3_723),
+            "2026-11-29T01:02:03"
+        );
     }
 }

@@ -95,11 +95,6 @@ impl UsageStore {
         }));
     }
 
-    /// Rows waiting to be written.
-    pub fn queued(&self) -> usize {
-        QUEUE - self.tx.capacity()
-    }
-
     /// Totals per group over `range`, highest cost first.
     pub async fn totals(&self, by: GroupBy, range: Range) -> Result<Vec<(String, Totals)>, String> {
         let parts = query::split(range.since_ms, range.until_ms);
