@@ -93,16 +93,8 @@ async fn parallel_requests_never_spend_past_the_budget() {
     h.mock.set_default(Behavior::default());
     let r = ask(&http, &h, false).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let left: f64 = r.headers()["x-switchyard-budget-remaining-usd"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let cost: f64 = r.headers()["x-switchyard-cost-usd"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let left: f64 = common::header_f64(&r, "x-switchyard-budget-remaining-usd");
+    let cost: f64 = common::header_f64(&r, "x-switchyard-cost-usd");
     assert!(
         (left - (5.5 - spent - cost)).abs() < 1e-5,
         "{left} {spent} {cost}"
@@ -203,11 +195,7 @@ async fn a_restored_spend_that_fills_the_budget_refuses_at_once() {
     let h = common::start_in(&open, "", dir.clone()).await;
     let http = reqwest::Client::new();
     let r = ask(&http, &h, false).send().await.unwrap();
-    let cost: f64 = r.headers()["x-switchyard-cost-usd"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let cost: f64 = common::header_f64(&r, "x-switchyard-cost-usd");
     h.gw.shutdown().await;
     // Second run: a budget smaller than what was already spent today.
     let tight = BUDGETED.replace("usd: 5.5", &format!("usd: {}", cost / 2.0));

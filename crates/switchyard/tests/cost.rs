@@ -26,11 +26,7 @@ async fn streamed_or_not_the_same_answer_costs_the_same() {
     let resp = h
         .post(json!({"model": "chat", "messages": common::user("Hello there")}))
         .await;
-    let header: f64 = resp.headers()["x-switchyard-cost-usd"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let header: f64 = common::header_f64(&resp, "x-switchyard-cost-usd");
     let body: Value = resp.json().await.unwrap();
     let (i, o) = (
         body["usage"]["prompt_tokens"].as_u64().unwrap(),

@@ -20,14 +20,6 @@ routes:
   cheap: { targets: [an/c] }
 "#;
 
-fn header_cost(r: &reqwest::Response) -> f64 {
-    r.headers()["x-switchyard-cost-usd"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 fn row<'a>(u: &'a Value, key: &str) -> &'a Value {
     u["rows"]
         .as_array()
@@ -49,7 +41,7 @@ async fn every_request_is_one_row_and_usage_adds_them_up() {
             .send()
             .await
             .unwrap();
-        chat_cost += header_cost(&r);
+        chat_cost += common::header_f64(&r, "x-switchyard-cost-usd");
     }
     let r = http
         .post(h.url("/v1/chat/completions"))
@@ -57,7 +49,7 @@ async fn every_request_is_one_row_and_usage_adds_them_up() {
         .send()
         .await
         .unwrap();
-    let cheap_cost = header_cost(&r);
+    let cheap_cost = common::header_f64(&r, "x-switchyard-cost-usd");
     // A streamed one: its cost is in the store only.
     let body = http
         .post(h.url("/v1/chat/completions"))

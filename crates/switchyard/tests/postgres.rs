@@ -105,14 +105,7 @@ async fn postgres_answers_what_sqlite_answers() {
 
     // Issued keys and budgets live in PostgreSQL across restarts.
     let http = reqwest::Client::new();
-    let issued: Value = http
-        .post(post.admin("/admin/clients/other/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let issued: Value = post.issue_key("other").await;
     let key = issued["key"].as_str().unwrap().to_owned();
     let spent = |h: &common::Harness| {
         let url = h.admin("/admin/clients");
@@ -212,14 +205,7 @@ async fn instances_sharing_postgres_agree_on_issued_keys() {
     );
     let (a, b) = (common::start(&yaml).await, common::start(&yaml).await);
     let http = reqwest::Client::new();
-    let issued: Value = http
-        .post(a.admin("/admin/clients/team/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let issued: Value = a.issue_key("team").await;
     let (id, key) = (
         issued["id"].as_str().unwrap(),
         issued["key"].as_str().unwrap(),

@@ -123,6 +123,17 @@ impl Harness {
             .unwrap()
     }
 
+    /// `POST /admin/clients/{client}/keys` (no admin key): `{"id", "key", …}`.
+    pub async fn issue_key(&self, client: &str) -> serde_json::Value {
+        let r = reqwest::Client::new()
+            .post(self.admin(&format!("/admin/clients/{client}/keys")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        r.json().await.unwrap()
+    }
+
     /// `/metrics` as text.
     pub async fn metrics(&self) -> String {
         reqwest::get(self.admin("/metrics"))
@@ -204,6 +215,15 @@ models:
 routes:
   chat: { targets: [mock/a, mock/b] }
 "#;
+
+/// A header's value as a number (`x-switchyard-cost-usd`, the budget left).
+pub fn header_f64(r: &reqwest::Response, name: &str) -> f64 {
+    let v = r
+        .headers()
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} header"));
+    v.to_str().unwrap().parse().unwrap()
+}
 
 pub fn user(text: &str) -> serde_json::Value {
     serde_json::json!([{"role": "user", "content": text}])
