@@ -22,9 +22,17 @@ const POOL: usize = 4;
 /// protocol's 65 535).
 const ROWS_PER_INSERT: usize = 256;
 
-fn err(e: impl std::fmt::Display) -> String {
-    // tokio-postgres errors name the server and the database, never the password.
-    e.to_string()
+fn err(e: impl std::error::Error) -> String {
+    // The driver's "db error" says nothing alone: the server's message is
+    // its source. Neither names the password.
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 pub struct Postgres {
@@ -61,19 +69,21 @@ pub async fn open(
     Ok((Postgres { pool }, writer))
 }
 
+/// Every migration in one transaction under an advisory lock: instances
+/// starting together take turns (even `CREATE TABLE IF NOT EXISTS` races
+/// between two sessions otherwise).
 async fn migrate(pool: &Pool) -> Result<(), String> {
     let mut c = pool
         .get()
         .await
         .map_err(|e| format!("cannot reach PostgreSQL: {e}"))?;
-    c.batch_execute(sql::MIGRATIONS_TABLE).await.map_err(err)?;
+    let tx = c.transaction().await.map_err(err)?;
+    tx.execute("SELECT pg_advisory_xact_lock(7261730001)", &[])
+        .await
+        .map_err(err)?;
+    tx.batch_execute(sql::MIGRATIONS_TABLE).await.map_err(err)?;
     for (i, m) in sql::MIGRATIONS.iter().enumerate() {
         let version = i as i64 + 1;
-        let tx = c.transaction().await.map_err(err)?;
-        // Instances starting together migrate one at a time.
-        tx.execute("SELECT pg_advisory_xact_lock(7261730001)", &[])
-            .await
-            .map_err(err)?;
         let done = tx
             .query_opt(
                 "SELECT version FROM switchyard_migrations WHERE version = $1",
@@ -81,20 +91,20 @@ async fn migrate(pool: &Pool) -> Result<(), String> {
             )
             .await
             .map_err(err)?;
-        if done.is_none() {
-            tx.batch_execute(m)
-                .await
-                .map_err(|e| format!("migration {version}: {e}"))?;
-            tx.execute(
-                "INSERT INTO switchyard_migrations (version, applied_at) VALUES ($1, $2)",
-                &[&version, &super::query::now_ms()],
-            )
-            .await
-            .map_err(err)?;
+        if done.is_some() {
+            continue;
         }
-        tx.commit().await.map_err(err)?;
+        tx.batch_execute(m)
+            .await
+            .map_err(|e| format!("migration {version}: {}", err(e)))?;
+        tx.execute(
+            "INSERT INTO switchyard_migrations (version, applied_at) VALUES ($1, $2)",
+            &[&version, &super::query::now_ms()],
+        )
+        .await
+        .map_err(err)?;
     }
-    Ok(())
+    tx.commit().await.map_err(err)
 }
 
 async fn write_loop(pool: Pool, mut rx: mpsc::Receiver<Job>, outcome: Outcome) {
