@@ -123,6 +123,14 @@ fn parts<S: serde::Serializer>(p: &[(&'static str, f64)], s: S) -> Result<S::Ok,
     m.end()
 }
 
+/// The response-cache lookup: when it began and how long it took (its
+/// result is `RequestCtx::cache`). A trace shows it as a span.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheLookup {
+    pub started: SystemTime,
+    pub took: Duration,
+}
+
 #[derive(Debug, Default, Serialize)]
 pub struct TokensLog {
     pub input: u64,
@@ -175,6 +183,8 @@ pub struct RequestCtx {
     pub tokens: TokensLog,
     pub cost_usd: Option<f64>,
     pub cache: &'static str,
+    #[serde(skip)]
+    pub cache_lookup: Option<CacheLookup>,
     pub fallback_reason: Option<&'static str>,
     /// Tools the request offered that the serving deployment cannot see.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -238,6 +248,7 @@ impl RequestCtx {
             tokens: TokensLog::default(),
             cost_usd: None,
             cache: "off",
+            cache_lookup: None,
             fallback_reason: None,
             dropped_tools: Vec::new(),
             status: 0,
