@@ -15,8 +15,8 @@ import os
 import statistics
 import sys
 
-TARGETS = ["direct", "nginx", "switchyard", "governed"]
-LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64"]
+TARGETS = ["direct", "nginx", "switchyard", "governed", "cached"]
+LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64"]
 LANE_NAME = {
     "c1": "non-stream c=1",
     "c64": "non-stream c=64",
@@ -24,7 +24,10 @@ LANE_NAME = {
     "s64": "stream(20 chunks) c=64",
     "g1": "governed non-stream c=1",
     "g64": "governed non-stream c=64",
+    "h64": "cache hit non-stream c=64",
 }
+# The cache-hit lane: every request answered from memory, against nginx→mock.
+CACHE_RPS_LIMIT = 1.5
 # The governed lanes (virtual key, budget, rpm/tpm, SQLite usage store) against the plain ones.
 GOV_CPU_LIMIT = 1.3
 GOV_P99_LIMIT_MS = 0.1
@@ -334,6 +337,18 @@ def main():
         checks.append((name, f"{g99:.3f} vs {p99:.3f} ms = {delta * 1000:+.0f} µs", delta <= GOV_P99_LIMIT_MS))
     else:
         checks.append((name, "lane g1 not run", None))
+    cr, nr = get("cached", "h64", "rps"), get("nginx", "h64", "rps")
+    name = f"Cache hits, non-stream c=64: throughput ≥ {CACHE_RPS_LIMIT:g}× nginx→mock's"
+    if cr is not None and nr:
+        r = cr / nr
+        checks.append((name, f"{cr:.0f} / {nr:.0f} req/s = {r:.2f}×", r >= CACHE_RPS_LIMIT))
+    else:
+        checks.append((name, "lane h64 not run", None))
+    cached = load_json("cached.json")
+    if cached:
+        checks.append(("Cache hits: every measured request a hit",
+                       f"{cached['hits']} hits, {cached['misses']} miss(es), {cached['entries']} entry",
+                       cached["misses"] <= 1 and cached["hits"] > 0))
     gov = load_json("governed.json")
     if gov:
         ok = gov["rows"] == gov["requests"] and gov["dropped"] == 0

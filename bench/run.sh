@@ -9,7 +9,8 @@
 #   SKIP_BUILD (1 = use the existing target/release/switchyard),
 #   LOADGEN (oha | wrk; default oha, wrk used if oha cannot be installed),
 #   MOCK_PORT 18081, NGINX_PORT 18082, GW_PORT 18080, ADMIN_PORT 19090,
-#   GOV_PORT 18083, GOV_ADMIN_PORT 19091 (the governed gateway), STORE_ROWS (200000).
+#   GOV_PORT 18083, GOV_ADMIN_PORT 19091 (the governed gateway), STORE_ROWS (200000),
+#   CACHE_PORT 18084, CACHE_ADMIN_PORT 19092 (the caching gateway, lane h64).
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,7 +19,7 @@ DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
 C1_SLICES="${C1_SLICES:-5}"
-LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64}"
+LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64 h64}"
 TTFB_N="${TTFB_N:-300}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -30,6 +31,8 @@ ADMIN_PORT="${ADMIN_PORT:-19090}"
 GOV_PORT="${GOV_PORT:-18083}"
 GOV_ADMIN_PORT="${GOV_ADMIN_PORT:-19091}"
 STORE_ROWS="${STORE_ROWS:-200000}"
+CACHE_PORT="${CACHE_PORT:-18084}"
+CACHE_ADMIN_PORT="${CACHE_ADMIN_PORT:-19092}"
 # The governed gateway's virtual key (a bench-only value, not a secret).
 GOV_KEY="sy-bench-governed-key"
 
@@ -48,7 +51,7 @@ LOG_TAG=bench
 source "$BENCH/lib.sh"
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 [ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
@@ -107,12 +110,14 @@ else
   PINNER=(); PIN_DESC="none"
 fi
 
-for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT"; do
+for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT" "$CACHE_PORT" "$CACHE_ADMIN_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
 
 BODY_NS='{"model":"chat","messages":[{"role":"user","content":"Hello"}]}'
 BODY_S='{"model":"chat","messages":[{"role":"user","content":"Hello"}],"stream":true,"mock":{"chunks":20}}'
+# The cache-hit lane's request: deterministic (temperature 0), so `when: deterministic` caches it.
+BODY_DET='{"model":"chat","temperature":0,"messages":[{"role":"user","content":"Hello"}]}'
 
 # Translated lanes (t64 = non-streaming, ts64 = streaming 20 chunks; both c=64). Each sub-lane has
 # its own direct baseline: the mock called in the *upstream's* protocol with the body the gateway
@@ -247,6 +252,10 @@ clients:
   - { id: bench, key_env: SWITCHYARD_BENCH_KEY, rpm: 100000000, tpm: 1000000000000, budget: { usd: 1000000000, per: month } }
 EOF
 grep -q "pricing:" "$RES/governed.yaml" || die "governed.yaml: the deployment was not priced"
+# The caching gateway: the plain one with the memory response cache on.
+sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen: 127.0.0.1:$CACHE_PORT, admin_listen: 127.0.0.1:$CACHE_ADMIN_PORT/" \
+    "$RES/switchyard.yaml" >"$RES/cached.yaml"
+echo "cache: { backend: memory, when: deterministic }" >>"$RES/cached.yaml"
 start_gateway() { # NAME CONFIG ADMIN_PORT PORT -> PID in STARTED_PID
   local name=$1 cfg=$2 admin=$3 port=$4 pid
   # stdout carries one JSON decision-log line per request: discarded.
@@ -265,6 +274,10 @@ start_gateway switchyard "$RES/switchyard.yaml" "$ADMIN_PORT" "$GW_PORT"; SY_PID
 GOV_PID=""
 if has_lane g1 || has_lane g64; then
   start_gateway governed "$RES/governed.yaml" "$GOV_ADMIN_PORT" "$GOV_PORT"; GOV_PID=$STARTED_PID
+fi
+CACHE_PID=""
+if has_lane h64; then
+  start_gateway cached "$RES/cached.yaml" "$CACHE_ADMIN_PORT" "$CACHE_PORT"; CACHE_PID=$STARTED_PID
 fi
 sleep 0.5
 IDLE_RSS_KB="$(awk '/^VmRSS:/ {print $2}' "/proc/$SY_PID/status")"
@@ -291,6 +304,15 @@ if [ -n "$GOV_PID" ]; then
   grep -qi '^x-switchyard-budget-remaining-usd:' "$RAW/smoke.head" || die "governed answer has no budget header"
   grep -qi '^x-ratelimit-remaining-requests:' "$RAW/smoke.head" || die "governed answer has no rate-limit headers"
   log "governed gateway: 401 without a key, 200 with budget and rate-limit headers"
+fi
+
+if [ -n "$CACHE_PID" ]; then
+  for want in miss hit; do
+    curl -s -D "$RAW/smoke.head" -o "$RAW/smoke.out" -H 'content-type: application/json' \
+      -d "$BODY_DET" "http://127.0.0.1:$CACHE_PORT/v1/chat/completions"
+    grep -qi "^x-switchyard-cache: $want" "$RAW/smoke.head" || die "caching gateway: expected a cache $want"
+  done
+  log "caching gateway: the deterministic request misses once, then hits"
 fi
 
 # Translated lanes: each request once (direct and through the gateway), checking status 200, the
@@ -359,7 +381,7 @@ if has_lane t64 || has_lane ts64; then
 fi
 
 # ---------------------------------------------------------------- measuring helpers
-target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; esac; }
+target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; esac; }
 # The header a target's requests carry (the governed gateway's virtual key).
 target_hdr() { case "$1" in governed) echo "authorization: Bearer $GOV_KEY";; *) echo "";; esac; }
 # PIDs of the proxy under test (none for direct)
@@ -368,6 +390,7 @@ proxy_pids() {
     nginx) echo "$NGINX_PID" $(pgrep -P "$NGINX_PID" || true);;
     switchyard) echo "$SY_PID";;
     governed) echo "$GOV_PID";;
+    cached) echo "$CACHE_PID";;
   esac
 }
 cpu_ticks() { # sum utime+stime (clock ticks) over pids
@@ -562,7 +585,7 @@ for lane in $LANES; do
   case "$lane" in
     t64|ts64) NRUNS=$((NRUNS + 6)); ref=c64; [ "$lane" = ts64 ] && ref=s64
               has_lane "$ref" || NRUNS=$((NRUNS + 1));;
-    g64) NRUNS=$((NRUNS + 2));;
+    g64|h64) NRUNS=$((NRUNS + 2));;
     *) NRUNS=$((NRUNS + 3));;
   esac
 done
@@ -593,6 +616,13 @@ for rep in $(seq "$REPEATS"); do
                 1 "$BODY_NS" "$(target_hdr "$target")" "$rep"
             done
           fi;;
+      h64)
+        # Every request a hit: the gateway answers from memory, no upstream call. Against
+        # nginx→mock with the same body.
+        for target in nginx cached; do
+          measure "$target" h64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+            64 "$BODY_DET" "" "$rep"
+        done;;
       g64)
         for target in switchyard governed; do
           measure "$target" g64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
@@ -644,6 +674,17 @@ print(json.dumps({"requests": int(requests), "rows": rows, "rollup_requests": in
                   "written": int(ok), "dropped": int(dropped)}))
 PY
   log "governed: $(cat "$RAW/governed.json")"
+fi
+if [ -n "$CACHE_PID" ]; then
+  # Every measured request was a hit: the upstream saw one miss per run of the gateway.
+  curl -s "http://127.0.0.1:$CACHE_ADMIN_PORT/metrics" | python3 -c '
+import json, sys
+text = sys.stdin.read()
+val = lambda name: sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(name))
+print(json.dumps({"hits": int(val("switchyard_cache_requests_total{result="hit"}")),
+                  "misses": int(val("switchyard_cache_requests_total{result="miss"}")),
+                  "entries": int(val("switchyard_cache_entries"))}))' >"$RAW/cached.json"
+  log "cached: $(cat "$RAW/cached.json")"
 fi
 STORE_BIN="$ROOT/target/release/examples/usage_writer"
 if [ -x "$STORE_BIN" ] && [ "$STORE_ROWS" -gt 0 ]; then

@@ -269,3 +269,174 @@ pub enum StreamEvent {
         raw: Option<String>,
     },
 }
+
+/// A whole answer put together from its stream events (what a cache keeps of
+/// a streamed answer). Text and reasoning append; a tool call's arguments
+/// append to the call its `index` names.
+#[derive(Debug, Default)]
+pub struct AnswerBuilder {
+    answer: ChatResponse,
+    /// Tool-call `index` → position in `answer.tool_calls`.
+    calls: Vec<(u32, usize)>,
+    finished: bool,
+}
+
+impl AnswerBuilder {
+    pub fn push(&mut self, ev: &StreamEvent) {
+        let a = &mut self.answer;
+        match ev {
+            StreamEvent::Start { id, model, created } => {
+                a.id.clone_from(id);
+                a.model.clone_from(model);
+                a.created = *created;
+            }
+            StreamEvent::TextDelta(t) => a.text.get_or_insert_with(String::new).push_str(t),
+            StreamEvent::ReasoningDelta { text, signature } => {
+                a.reasoning.get_or_insert_with(String::new).push_str(text);
+                if signature.is_some() {
+                    a.reasoning_signature.clone_from(signature);
+                }
+            }
+            StreamEvent::ToolCallStart { index, id, name } => {
+                self.calls.push((*index, a.tool_calls.len()));
+                a.tool_calls.push(ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: String::new(),
+                });
+            }
+            StreamEvent::ToolCallDelta { index, arguments } => {
+                let at = self.calls.iter().rev().find(|(i, _)| i == index);
+                if let Some(call) = at.and_then(|(_, p)| a.tool_calls.get_mut(*p)) {
+                    call.arguments.push_str(arguments);
+                }
+            }
+            StreamEvent::Usage(u) => a.usage = *u,
+            StreamEvent::Finish { reason, raw } => {
+                a.finish_reason = *reason;
+                a.raw_finish_reason.clone_from(raw);
+                self.finished = true;
+            }
+        }
+    }
+
+    /// The answer, once its finish reason came.
+    pub fn finish(self) -> Option<ChatResponse> {
+        self.finished.then_some(self.answer)
+    }
+}
+
+impl ChatResponse {
+    /// The answer as the events of a stream that would have carried it, in
+    /// the order every encoder takes them (usage after the finish reason).
+    pub fn stream_events(&self) -> Vec<StreamEvent> {
+        let mut ev = vec![StreamEvent::Start {
+            id: self.id.clone(),
+            model: self.model.clone(),
+            created: self.created,
+        }];
+        if self.reasoning.is_some() || self.reasoning_signature.is_some() {
+            ev.push(StreamEvent::ReasoningDelta {
+                text: self.reasoning.clone().unwrap_or_default(),
+                signature: self.reasoning_signature.clone(),
+            });
+        }
+        if let Some(t) = &self.text {
+            ev.push(StreamEvent::TextDelta(t.clone()));
+        }
+        for (i, c) in self.tool_calls.iter().enumerate() {
+            let index = i as u32;
+            ev.push(StreamEvent::ToolCallStart {
+                index,
+                id: c.id.clone(),
+                name: c.name.clone(),
+            });
+            ev.push(StreamEvent::ToolCallDelta {
+                index,
+                arguments: c.arguments.clone(),
+            });
+        }
+        ev.push(StreamEvent::Finish {
+            reason: self.finish_reason,
+            raw: self.raw_finish_reason.clone(),
+        });
+        ev.push(StreamEvent::Usage(self.usage));
+        ev
+    }
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_survives_its_own_stream() {
+        let answer = ChatResponse {
+            id: "a1".into(),
+            model: "m".into(),
+            created: 7,
+            text: Some("hello".into()),
+            reasoning: Some("think".into()),
+            reasoning_signature: Some("sig".into()),
+            tool_calls: vec![
+                ToolCall {
+                    id: "c1".into(),
+                    name: "f".into(),
+                    arguments: "{\"a\":1}".into(),
+                },
+                ToolCall {
+                    id: "c2".into(),
+                    name: "g".into(),
+                    arguments: "{}".into(),
+                },
+            ],
+            finish_reason: FinishReason::ToolCalls,
+            raw_finish_reason: Some("tool_use".into()),
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            },
+            ..ChatResponse::default()
+        };
+        let mut b = AnswerBuilder::default();
+        answer.stream_events().iter().for_each(|e| b.push(e));
+        assert_eq!(b.finish(), Some(answer));
+    }
+
+    #[test]
+    fn fragments_append_and_an_unfinished_stream_is_no_answer() {
+        let events = [
+            StreamEvent::TextDelta("he".into()),
+            StreamEvent::ToolCallStart {
+                index: 0,
+                id: "c".into(),
+                name: "f".into(),
+            },
+            StreamEvent::ToolCallDelta {
+                index: 0,
+                arguments: "{\"x\":".into(),
+            },
+            StreamEvent::TextDelta("llo".into()),
+            StreamEvent::ToolCallDelta {
+                index: 0,
+                arguments: "2}".into(),
+            },
+        ];
+        let built = |finish: bool| {
+            let mut b = AnswerBuilder::default();
+            events.iter().for_each(|e| b.push(e));
+            if finish {
+                b.push(&StreamEvent::Finish {
+                    reason: FinishReason::Stop,
+                    raw: None,
+                });
+            }
+            b.finish()
+        };
+        assert_eq!(built(false), None);
+        let a = built(true).expect("finished");
+        assert_eq!(a.text.as_deref(), Some("hello"));
+        assert_eq!(a.tool_calls[0].arguments, "{\"x\":2}");
+    }
+}

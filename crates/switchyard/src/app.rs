@@ -92,6 +92,7 @@ pub fn admin_router(app: App) -> Router {
         .route("/admin/state", get(admin::state))
         .route("/admin/deployments/{id}/{action}", post(admin::circuit))
         .route("/admin/reload", post(admin::reload))
+        .route("/admin/cache", axum::routing::delete(admin::purge_cache))
         .route("/admin/usage", get(admin::governance::usage))
         .route("/admin/clients", get(admin::governance::clients))
         .route(

@@ -96,6 +96,9 @@ pub struct CallInfo {
     /// An Anthropic client's `anthropic-beta` (all its values, joined), for
     /// Anthropic upstreams.
     pub anthropic_beta: Option<HeaderValue>,
+    /// Keep a streamed answer whole as the IR while it goes out (the
+    /// response cache stores it when it ends well).
+    pub capture: bool,
 }
 
 /// A successful non-streamed answer, body already in the client's dialect.
@@ -150,8 +153,10 @@ pub async fn chat(
     .await?;
     if inbound.stream() {
         let mode = translate::Mode::new(inbound, dep, &out);
+        let capture = call.capture.then(Box::default);
         let stream =
-            UpstreamStream::open(resp, mode, inbound.door(), first_byte_by, started).await?;
+            UpstreamStream::open(resp, mode, inbound.door(), capture, first_byte_by, started)
+                .await?;
         return Ok(Answer::Stream(Box::new(stream)));
     }
     // `first_byte` runs until the answer's first body byte, not its headers.

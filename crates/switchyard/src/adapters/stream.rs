@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::upstream::client::UpstreamBody;
 use bytes::{Bytes, BytesMut};
 use http::Response;
-use switchyard_protocol::ir::{FinishReason, StreamEvent, Usage};
+use switchyard_protocol::ir::{AnswerBuilder, FinishReason, StreamEvent, Usage};
 use switchyard_protocol::openai::{peek_chunk, peek_pass_chunk};
 use switchyard_protocol::sse::{data_frame, named_frame, SseEvent};
 use tokio::time::Instant;
@@ -38,7 +38,7 @@ pub enum Step {
 }
 
 /// What the stream has told us so far.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct Seen {
     /// Where the client's stream stands (its envelope, Anthropic's open
     /// block), so a continuation can write into it.
@@ -51,6 +51,29 @@ pub struct Seen {
     /// OpenAI pass: the envelope has been read (from the first chunk).
     pub enveloped: bool,
     pub skipped: u32,
+    /// The whole answer, put together as it streams (only when the
+    /// response cache may keep it: `CallInfo::capture`).
+    pub capture: Option<Box<Capture>>,
+}
+
+/// A streamed answer collected as the IR. An OpenAI passthrough forwards
+/// bytes without decoding them; here they are decoded too.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub answer: AnswerBuilder,
+    openai: Option<Box<switchyard_protocol::openai::StreamTranslator>>,
+}
+
+impl Capture {
+    /// An OpenAI chunk the passthrough forwarded, decoded for the answer.
+    fn openai_chunk(&mut self, data: &[u8]) {
+        let Ok(chunk) = peek_chunk(data) else { return };
+        let mut events = Vec::new();
+        self.openai
+            .get_or_insert_default()
+            .push(&chunk, &mut events);
+        events.iter().for_each(|e| self.answer.push(e));
+    }
 }
 
 impl Seen {
@@ -66,6 +89,9 @@ impl Seen {
             StreamEvent::Usage(u) => self.usage = Some(*u),
             StreamEvent::Finish { reason, .. } => self.finish = Some(*reason),
             _ => {}
+        }
+        if let Some(c) = &mut self.capture {
+            c.answer.push(ev);
         }
     }
 }
@@ -89,6 +115,7 @@ impl UpstreamStream {
         resp: Response<UpstreamBody>,
         mode: Mode,
         door: Door,
+        capture: Option<Box<Capture>>,
         first_byte_by: Instant,
         started: Instant,
     ) -> Result<UpstreamStream, GatewayError> {
@@ -104,7 +131,10 @@ impl UpstreamStream {
             ));
         }
         let events = UpstreamEvents::new(resp.into_body());
-        let seen = Seen::default();
+        let seen = Seen {
+            capture,
+            ..Seen::default()
+        };
         let mut s = UpstreamStream {
             hold: None,
             events,
@@ -269,6 +299,11 @@ fn openai_pass(ev: &SseEvent, include_usage: bool, seen: &mut Seen) -> Step {
     let Ok(chunk) = peek_pass_chunk(data) else {
         return Step::Skip { unparsable: true };
     };
+    if let Some(c) = &mut seen.capture {
+        if chunk.error.is_none() {
+            c.openai_chunk(data);
+        }
+    }
     if let Some(err) = chunk.error {
         return Step::Error(translate::openai_in_band(err.get()));
     }

@@ -128,6 +128,9 @@ fn publish_gauges(app: &App) {
         }
     }
     app.metrics
+        .cache_entries
+        .set(live.cache.as_ref().map_or(0, |c| c.entries()) as i64);
+    app.metrics
         .prime(live.deployments.values().map(|d| &d.name));
     for d in live.registry.admin_state() {
         let name = Name(std::sync::Arc::from(d.id.as_str()));
@@ -146,4 +149,19 @@ fn publish_gauges(app: &App) {
             .get_or_create(&DeploymentLabels { deployment: name })
             .set(d.health_score);
     }
+}
+
+/// `DELETE /admin/cache`: every stored answer forgotten at once.
+pub async fn purge_cache(State(app): State<App>) -> Response {
+    let live = app.live.load();
+    let Some(cache) = live.cache.as_ref() else {
+        return governance::error(
+            StatusCode::CONFLICT,
+            "cache_off",
+            "there is no response cache to empty: `cache.backend` is off in this gateway's config",
+        );
+    };
+    let removed = cache.clear();
+    app.metrics.cache_entries.set(0);
+    axum::Json(serde_json::json!({"result": "ok", "removed": removed})).into_response()
 }

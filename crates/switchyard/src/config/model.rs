@@ -53,6 +53,9 @@ pub struct Client {
     pub rpm: Option<u32>,
     pub tpm: Option<u64>,
     pub budget: Option<Budget>,
+    /// `cache: shared`: the client reads and writes the cache every shared
+    /// client sees (default: its own).
+    pub cache_shared: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -376,6 +379,7 @@ pub struct Cache {
     pub backend: CacheBackend,
     pub ttl: Duration,
     pub max_entries: u64,
+    pub max_bytes: u64,
     pub when: CacheWhen,
 }
 

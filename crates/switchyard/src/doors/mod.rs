@@ -13,6 +13,7 @@
 pub mod anthropic_messages;
 pub mod embeddings;
 pub mod facts;
+pub mod normalize;
 pub mod openai_chat;
 pub mod responses;
 
@@ -83,6 +84,20 @@ impl Door {
             Door::OpenAiChat => openai_chat::answer(r),
             Door::AnthropicMessages => anthropic_messages::answer(r),
             Door::Responses => responses::answer(r),
+        }
+    }
+
+    /// A whole answer this door wrote (or passed through), read back as the
+    /// IR: what the response cache keeps of it.
+    pub fn read_answer(self, body: &[u8]) -> Option<ChatResponse> {
+        match self {
+            Door::OpenAiChat => switchyard_protocol::openai::peek_response(body)
+                .ok()
+                .map(|p| p.to_ir()),
+            Door::AnthropicMessages => {
+                switchyard_protocol::anthropic::decode_response(body, None).ok()
+            }
+            Door::Responses => switchyard_protocol::responses::decode_response(body).ok(),
         }
     }
 

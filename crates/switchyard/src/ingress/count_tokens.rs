@@ -27,7 +27,7 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {
-        let (who, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
+        let (who, bytes, _) = pipeline::admit(&live, &headers, body, false, &mut ctx).await?;
         let text = super::body::utf8(&bytes)?;
         let fields = passthrough::parse_object(text).map_err(|m| GatewayError::invalid(None, m))?;
         let ir = an::decode_count_fields(&fields)
@@ -45,6 +45,7 @@ pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body
                 .and_then(|r| r.deadline)
                 .map(|d| Instant::now() + d),
             anthropic_beta: pipeline::anthropic_beta(&headers),
+            capture: false,
         };
         let served =
             pipeline::execute(&planned.plan, Op::CountTokens(&inbound), &call, 0, &mut ctx).await?;

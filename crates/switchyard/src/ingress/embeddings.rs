@@ -23,7 +23,7 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {
-        let (who, bytes) = pipeline::admit(&live, &headers, body, &mut ctx).await?;
+        let (who, bytes, _) = pipeline::admit(&live, &headers, body, false, &mut ctx).await?;
         let req = embeddings::decode(super::body::utf8(&bytes)?)?;
         ctx.model = Some(req.model.clone());
         let facts = Facts {
@@ -44,6 +44,7 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
                 .and_then(|r| r.deadline)
                 .map(|d| Instant::now() + d),
             anthropic_beta: None,
+            capture: false,
         };
         let served = pipeline::execute(
             &planned.plan,

@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod auth;
 pub mod body;
+pub mod cache;
 pub mod count_tokens;
 pub mod degraded;
 pub mod embeddings;

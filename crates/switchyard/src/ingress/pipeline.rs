@@ -14,7 +14,9 @@ use crate::app::App;
 use crate::doors::{Door, Inbound};
 use bytes::Bytes;
 
+use super::cache::{self, CacheUse};
 use crate::config::StreamInterrupt;
+use crate::doors::normalize::{normalize, Normalized};
 use crate::error::{ErrorCode, GatewayError};
 use crate::governance::Principal;
 use crate::observe::ctx::{CandidateLog, RequestCtx};
@@ -32,7 +34,8 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result = async {
-        let (who, bytes) = admit(&live, &headers, body, &mut ctx).await?;
+        let cache_on = live.cache.is_some();
+        let (who, bytes, normalized) = admit(&live, &headers, body, cache_on, &mut ctx).await?;
         let mut inbound = door.decode(super::body::utf8(&bytes)?)?;
         if let Inbound::Responses(r) = &mut inbound {
             if let Some(key) = r.previous_key(ctx.client.as_deref()) {
@@ -40,41 +43,67 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
             }
             r.prepare(&app.responses, ctx.client.as_deref());
         }
-        run(
-            &live,
-            &headers,
-            who.as_ref(),
-            &inbound,
-            bytes.clone(),
-            &mut ctx,
-        )
-        .await
+        let cache = normalized
+            .as_ref()
+            .and_then(|n| cache::plan(&live, &headers, who.as_ref(), n, &inbound));
+        let ask = Ask {
+            who: who.as_ref(),
+            inbound: &inbound,
+            body: bytes.clone(),
+            cache,
+        };
+        run(&live, &headers, ask, &mut ctx).await
     }
     .await;
     match result {
-        Ok(ready) => deliver(ready, ctx, &rid),
+        Ok(Outcome::Served(ready)) => deliver(ready, ctx, &rid),
+        Ok(Outcome::Cached(replayed)) => replayed.reply(ctx, &rid),
         Err(e) => fail(&live, door, &e, ctx, &rid),
     }
 }
 
 /// What every client request starts with: the caller authenticated, the
 /// body read within `max_body` (and hashed when the log wants it).
+/// The body is normalized (`doors::normalize`) when the log or the cache
+/// (`for_cache`) wants it.
 pub(crate) async fn admit<'l>(
     live: &'l Live,
     headers: &HeaderMap,
     body: axum::body::Body,
+    for_cache: bool,
     ctx: &mut RequestCtx,
-) -> Result<(Option<Principal<'l>>, Bytes), GatewayError> {
+) -> Result<(Option<Principal<'l>>, Bytes, Option<Normalized>), GatewayError> {
     let who = super::auth::authenticate(live, headers)?;
     if let Some(p) = &who {
         ctx.client = Some(p.id.clone());
         ctx.key_id = Some(p.key_id.clone());
     }
     let bytes = super::body::read(body, headers, live.config.server.max_body).await?;
+    let normalized = (for_cache || ctx.wants_input_hash()).then(|| normalize(&bytes));
     if ctx.wants_input_hash() {
-        ctx.input_hash = Some(crate::observe::ctx::input_hash(&bytes));
+        ctx.input_hash = normalized.as_ref().map(Normalized::hex);
     }
-    Ok((who, bytes))
+    Ok((who, bytes, normalized))
+}
+
+/// A chat request as its door decoded it.
+pub struct Ask<'a, 'l> {
+    pub who: Option<&'a Principal<'l>>,
+    pub inbound: &'a Inbound<'a>,
+    /// The body as it came (a stream's continuation reads it again).
+    pub body: Bytes,
+    /// How it uses the response cache, if at all.
+    pub cache: Option<CacheUse>,
+}
+
+/// Served by an upstream, or from the response cache.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, returned once; boxing would add an allocation to every served request"
+)]
+pub enum Outcome {
+    Served(Ready),
+    Cached(cache::Replayed),
 }
 
 pub struct Ready {
@@ -84,22 +113,38 @@ pub struct Ready {
     pub limits: crate::reliability::relay::StreamLimits,
     /// How to continue the stream if it breaks after its first byte.
     pub resume: Option<Resume>,
+    /// Where the answer is kept when it ends well (the response cache).
+    pub cache: Option<CacheUse>,
 }
 
 pub async fn run(
     live: &Arc<Live>,
     headers: &HeaderMap,
-    who: Option<&Principal<'_>>,
-    inbound: &Inbound<'_>,
-    body: Bytes,
+    ask: Ask<'_, '_>,
     ctx: &mut RequestCtx,
-) -> Result<Ready, GatewayError> {
+) -> Result<Outcome, GatewayError> {
+    let Ask {
+        who,
+        inbound,
+        body,
+        cache,
+    } = ask;
     let model = inbound.model();
     ctx.model = Some(model.to_owned());
     ctx.stream = inbound.stream();
+    let target = authorized(live, who, model)?;
+    // After authorization: a shared cache never serves a route to a
+    // client that may not use it.
+    if let Some(c) = &cache {
+        if let Some(hit) = c.lookup(ctx).await {
+            return Ok(Outcome::Cached(cache::replayed(
+                live, who, inbound, &hit, ctx,
+            )));
+        }
+    }
     let facts = Facts::read(inbound, headers, &live.config.task_rules);
     ctx.prompt_estimate = facts.prompt_tokens;
-    let planned = prepare(live, who, model, &facts, facts.estimated_total(), ctx)?;
+    let planned = plan_target(live, who, target, &facts, facts.estimated_total(), ctx)?;
     let (plan, route) = (&planned.plan, planned.route);
     let started = Instant::now();
     let call = CallInfo {
@@ -109,6 +154,7 @@ pub async fn run(
             Door::AnthropicMessages => anthropic_beta(headers),
             Door::OpenAiChat | Door::Responses => None,
         },
+        capture: cache.is_some() && inbound.stream(),
     };
     let served = execute(
         plan,
@@ -151,12 +197,13 @@ pub async fn run(
         include_usage: inbound.include_usage(),
         estimate: facts.estimated_total(),
     });
-    Ok(Ready {
+    Ok(Outcome::Served(Ready {
         served,
         client: planned.client,
         limits,
         resume,
-    })
+        cache,
+    }))
 }
 
 /// A request's plan, made under the client's own limits.
@@ -185,6 +232,16 @@ pub(crate) fn prepare<'l>(
     estimate: u64,
     ctx: &mut RequestCtx,
 ) -> Result<Planned<'l>, GatewayError> {
+    let target = authorized(live, who, model)?;
+    plan_target(live, who, target, facts, estimate, ctx)
+}
+
+/// What `model` names, if the client may use it.
+fn authorized<'l>(
+    live: &'l Live,
+    who: Option<&Principal<'_>>,
+    model: &str,
+) -> Result<Target<'l>, GatewayError> {
     let target = live.resolve(model).ok_or_else(|| {
         GatewayError::client(
             ErrorCode::ModelNotFound,
@@ -192,6 +249,18 @@ pub(crate) fn prepare<'l>(
         )
     })?;
     super::auth::authorize(who, model, &target)?;
+    Ok(target)
+}
+
+/// [`prepare`] for a target already resolved and authorized.
+fn plan_target<'l>(
+    live: &'l Live,
+    who: Option<&Principal<'_>>,
+    target: Target<'l>,
+    facts: &Facts,
+    estimate: u64,
+    ctx: &mut RequestCtx,
+) -> Result<Planned<'l>, GatewayError> {
     let client_reservation = client_limits(live, who, estimate, ctx)?;
     // The budget is held per attempt (`reliability`): here the hold opens.
     ctx.output_cap = facts.max_tokens;
@@ -308,6 +377,7 @@ pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
         client,
         limits,
         resume,
+        cache,
     } = ready;
     let Served {
         answer,
@@ -321,7 +391,7 @@ pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
         request_id: rid,
         deployment: &dep.cfg.id,
         attempts,
-        cache: "off",
+        cache: ctx.cache,
         cost_usd: None,
         fallback_reason,
         dropped_tools: dropped.as_deref(),
@@ -335,10 +405,19 @@ pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
             if let Some(r) = reservation {
                 r.settle_used(j.usage.total());
             }
+            if let Some(c) = &cache {
+                c.keep_body(&j.body, &dep);
+            }
             whole(j, &dep.cfg, headers, ctx)
         }
         Answer::Stream(s) => {
-            sse_out::stream(s, dep.clone(), resume, reservation, ctx, limits, &headers)
+            let relay = sse_out::Relay {
+                resume,
+                client: reservation,
+                limits,
+                cache: cache.as_ref().map(CacheUse::slot),
+            };
+            sse_out::stream(s, dep.clone(), relay, ctx, &headers)
         }
     }
 }

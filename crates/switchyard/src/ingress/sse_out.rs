@@ -7,22 +7,20 @@ use http::StatusCode;
 use super::respond::{self, ServedHeaders};
 use crate::adapters::UpstreamStream;
 use crate::observe::ctx::RequestCtx;
-use crate::reliability::limits::Reservation;
-use crate::reliability::relay::{relay, StreamLimits};
-use crate::reliability::resume::Resume;
+use crate::reliability::relay::relay;
 use crate::state::live::DeploymentRt;
 use std::sync::Arc;
+
+pub use crate::reliability::relay::Relay;
 
 pub fn stream(
     upstream: Box<UpstreamStream>,
     served: Arc<DeploymentRt>,
-    resume: Option<Resume>,
-    client: Option<Reservation>,
+    with: Relay,
     ctx: RequestCtx,
-    limits: StreamLimits,
     headers: &ServedHeaders<'_>,
 ) -> Response {
-    let body = relay(upstream, served, resume, client, ctx, limits);
+    let body = relay(upstream, served, with, ctx);
     let mut resp = respond::reply(
         StatusCode::OK,
         "text/event-stream",

@@ -339,16 +339,6 @@ impl Drop for RequestCtx {
     }
 }
 
-/// The decision log's `input_hash`: sha256 of the request body, in hex
-/// (`encode_to_slice`: `hex::encode` builds the string a char at a time).
-pub fn input_hash(body: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut out = [0u8; 64];
-    let _ = hex::encode_to_slice(Sha256::digest(body), &mut out);
-    // Hex digits are ASCII: always valid UTF-8.
-    std::str::from_utf8(&out).unwrap_or_default().to_owned()
-}
-
 /// USD for the usage under the deployment's per-million-token prices.
 /// USD for `u` at `p` (per million tokens). Input counts every prompt token
 /// (MAPPING §10): cache reads at `cached_input`, cache writes at

@@ -34,15 +34,30 @@ pub struct StreamLimits {
     pub total_by: Instant,
 }
 
+/// What a served stream carries besides itself.
+pub struct Relay {
+    /// How to continue the answer if it breaks after its first byte.
+    pub resume: Option<Resume>,
+    /// The client's own rpm/tpm grant, settled with the real tokens.
+    pub client: Option<super::limits::Reservation>,
+    pub limits: StreamLimits,
+    /// Where the answer is kept when it ends well (the response cache).
+    pub cache: Option<crate::state::cache::Slot>,
+}
+
 /// The client's stream: the held first frame, then every event to the end.
 pub fn relay(
     mut upstream: Box<UpstreamStream>,
     served: Arc<DeploymentRt>,
-    resume: Option<Resume>,
-    client: Option<super::limits::Reservation>,
+    with: Relay,
     mut ctx: RequestCtx,
-    limits: StreamLimits,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    let Relay {
+        resume,
+        client,
+        limits,
+        cache,
+    } = with;
     async_stream::stream! {
         if let Some(first) = upstream.first.take() {
             yield Ok::<Bytes, Infallible>(first);
@@ -147,6 +162,12 @@ pub fn relay(
         match end {
             Ok(()) => {
                 yield Ok(upstream.end_frames());
+                // A continued answer was interrupted: never kept.
+                if let (Some(c), false) = (&cache, ctx.interrupted) {
+                    if let Some(answer) = upstream.seen.capture.take().and_then(|a| a.answer.finish()) {
+                        c.keep(answer, &served.name, &served.provider.name);
+                    }
+                }
                 ctx.finish(200, None);
             }
             Err(e) => {

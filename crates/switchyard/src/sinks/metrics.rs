@@ -15,7 +15,7 @@ use super::Sink;
 use crate::observe::ctx::RequestCtx;
 use crate::observe::metrics::{
     AttemptLabels, ClientLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels,
-    RouteLabels, ScopeLabels, TokenLabels,
+    ResultLabels, RouteLabels, ScopeLabels, TokenLabels,
 };
 
 /// The gateway's metrics as a sink: in flight while a request lives, its
@@ -35,6 +35,9 @@ impl Sink for MetricsSink {
 /// The request's contribution to the Prometheus metrics, written once.
 fn record(r: &RequestCtx, m: &Arc<Metrics>) {
     m.inflight.dec();
+    if let result @ ("hit" | "miss") = r.cache {
+        m.cache.get_or_create(&ResultLabels { result }).inc();
+    }
     if record_hot(r, m) {
         return;
     }

@@ -27,6 +27,8 @@ pub struct Live {
     pub clients_by_key: HashMap<[u8; 32], (usize, Arc<str>)>,
     /// `config.clients`' ids, in order, shared with every request's record.
     pub client_ids: Vec<Arc<str>>,
+    /// The response cache (`cache.backend: memory`), when it is on.
+    pub cache: Option<Arc<dyn crate::state::cache::ResponseCache>>,
 }
 
 pub struct ProviderRt {
@@ -123,6 +125,7 @@ impl Live {
             .map(|k| (k.clone(), Arc::from(k.as_str())))
             .collect();
         Ok(Live {
+            cache: registry.response_cache(&config.cache),
             version: Arc::from(config.version.as_str()),
             route_names,
             registry: registry.clone(),

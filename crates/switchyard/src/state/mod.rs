@@ -1,6 +1,7 @@
 //! STATE: the live config snapshot (swapped atomically on reload) and, in
 //! later issues, the shared state store.
 
+pub mod cache;
 pub mod live;
 pub mod memory;
 pub mod responses;

@@ -20,6 +20,7 @@
 //! | `ewma`/`scalar` | damped averages | `SET` last value; readers average |
 //! | `gauge_add` | in-flight counts | `INCRBY key:{instance}` with TTL; sum |
 
+use crate::state::cache::{MemoryCache, ResponseCache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -204,6 +205,9 @@ pub struct Registry {
     pub budgets: crate::governance::budget::Budgets,
     /// Virtual keys issued through the admin API.
     pub issued_keys: crate::governance::keys::IssuedKeys,
+    /// The response cache and the settings it was built with: kept across
+    /// reloads that leave `cache` alone, built anew when they change it.
+    cache: Mutex<Option<(crate::config::Cache, Arc<dyn ResponseCache>)>>,
 }
 
 impl Registry {
@@ -215,7 +219,27 @@ impl Registry {
             reconciling: Mutex::new(()),
             budgets: Default::default(),
             issued_keys: Default::default(),
+            cache: Mutex::new(None),
         }
+    }
+
+    /// The response cache `cfg` asks for (`None` when it is off). Called per
+    /// config, never per request: the `Live` snapshot keeps the handle.
+    pub fn response_cache(&self, cfg: &crate::config::Cache) -> Option<Arc<dyn ResponseCache>> {
+        let mut held = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cfg.backend != crate::config::CacheBackend::Memory {
+            *held = None;
+            return None;
+        }
+        if let Some((was, cache)) = held.as_ref() {
+            if was == cfg {
+                return Some(cache.clone());
+            }
+        }
+        let cache: Arc<dyn ResponseCache> =
+            Arc::new(MemoryCache::new(cfg.ttl, cfg.max_entries, cfg.max_bytes));
+        *held = Some((*cfg, cache.clone()));
+        Some(cache)
     }
 
     pub fn store(&self) -> &Arc<dyn StateStore> {
@@ -283,6 +307,34 @@ mod tests {
     use crate::error::Source;
     use crate::reliability::circuit::{Admit, CircuitState};
     use crate::state::memory::MemoryStore;
+
+    #[test]
+    fn a_reload_keeps_the_cache_unless_its_settings_change() {
+        use crate::config::{Cache, CacheBackend, CacheWhen};
+        let reg = Registry::new(Arc::new(MemoryStore::new()));
+        let cfg = Cache {
+            backend: CacheBackend::Memory,
+            ttl: Duration::from_secs(60),
+            max_entries: 10,
+            max_bytes: 1 << 20,
+            when: CacheWhen::Always,
+        };
+        let first = reg.response_cache(&cfg).expect("memory cache");
+        assert!(Arc::ptr_eq(&first, &reg.response_cache(&cfg).unwrap()));
+        let longer = Cache {
+            ttl: Duration::from_secs(120),
+            ..cfg
+        };
+        let second = reg.response_cache(&longer).unwrap();
+        assert!(!Arc::ptr_eq(&first, &second));
+        let off = Cache {
+            backend: CacheBackend::Off,
+            ..cfg
+        };
+        assert!(reg.response_cache(&off).is_none());
+        // Back on after off: a fresh, empty cache.
+        assert!(!Arc::ptr_eq(&second, &reg.response_cache(&longer).unwrap()));
+    }
 
     fn config(extra_model: &str, rpm: u32) -> Config {
         let src = format!(

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::*;
 
-const NO_CACHE: &str = "not supported yet (there is no response cache in this build)";
+const NO_CACHE: &str = "not supported yet (the response cache has no shared backend in this build)";
+const CACHE_OFF: &str = "has no effect: the response cache is off";
 const NO_SHARED: &str = "not supported yet (there is no shared state in this build, each gateway process keeps its own in memory)";
 
 #[test]
@@ -14,7 +15,7 @@ fn every_refused_key_with_its_position() {
     key_env: BOT_KEY
     budget: { usd: 5 }
 cache:
-  backend: memory
+  backend: redis
   ttl: 1m
   max_entries: 10
   when: always
@@ -30,12 +31,9 @@ observability:
   log_format: pretty
   log_requests: false
 "#;
-    let set_off = "remove it or set `cache.backend: off`";
+    let redis = "set `backend: memory` or `backend: off`";
     let want = [
-        (6, 12, "cache.backend", format!("{NO_CACHE}; remove it or set `backend: off`")),
-        (7, 8, "cache.ttl", format!("{NO_CACHE}; {set_off}")),
-        (8, 16, "cache.max_entries", format!("{NO_CACHE}; {set_off}")),
-        (9, 9, "cache.when", format!("{NO_CACHE}; {set_off}")),
+        (6, 12, "cache.backend", format!("{NO_CACHE}; {redis}")),
         (11, 12, "state.backend", format!("{NO_SHARED}; remove it or set `backend: memory`")),
         (12, 14, "state.redis_url", format!("{NO_SHARED}; remove it")),
         (17, 18, "observability.otlp_endpoint", "not supported yet (there is no OpenTelemetry export in this build); remove it or set `otlp_endpoint: \"\"`".to_string()),
@@ -50,7 +48,7 @@ observability:
     let shown = load(src).unwrap_err()[0].to_string();
     assert_eq!(
         shown,
-        format!("t.yaml:6:12: cache.backend: {NO_CACHE}; remove it or set `backend: off`")
+        format!("t.yaml:6:12: cache.backend: {NO_CACHE}; {redis}")
     );
 }
 
@@ -63,7 +61,7 @@ fn postgres_and_keys_without_their_switch() {
         1,
         15,
         "cache.ttl",
-        "set `cache.backend: off`",
+        "has no effect: the response cache is off; set `cache.backend: memory`",
     );
     one(
         "state: { backend: memory, redis_url: \"redis://h\" }\n",
@@ -115,7 +113,7 @@ fn grammar_comes_first_one_message_per_key() {
         got,
         [
             (1, 19, "cache.backend", "unknown value `disk`"),
-            (1, 30, "cache.ttl", NO_CACHE)
+            (1, 30, "cache.ttl", CACHE_OFF)
         ]
     );
 }
@@ -177,7 +175,7 @@ fn budgets_and_usage_stores_are_accepted() {
 #[test]
 fn truthful_values_load() {
     let c = load(concat!(
-        "cache: { backend: off, ttl: 1m, max_entries: 5, when: header }\n",
+        "cache: { backend: memory, ttl: 1m, max_entries: 5, when: header }\n",
         "state: { backend: memory }\n",
         "usage: { store: off }\n",
         "observability: { otlp_endpoint: \"${OTLP:-}\", debug_bodies: off, log_format: pretty, log_requests: false }\n",
@@ -187,9 +185,10 @@ fn truthful_values_load() {
     assert_eq!(
         c.cache,
         Cache {
-            backend: CacheBackend::Off,
+            backend: CacheBackend::Memory,
             ttl: Duration::from_secs(60),
             max_entries: 5,
+            max_bytes: 256 << 20,
             when: CacheWhen::Header
         }
     );
@@ -210,11 +209,7 @@ fn truthful_values_load() {
 
 #[test]
 fn every_contract_key_of_a_later_feature_is_refused_not_unknown() {
-    let src = r#"cache:
-  max_bytes: 256MiB
-clients:
-  - { id: a, key_env: BOT_KEY, cache: shared }
-state:
+    let src = r#"state:
   key_prefix: "switchyard:"
   on_unavailable: local
   cluster_urls: [redis://a:6379]
@@ -229,13 +224,32 @@ observability:
     assert_eq!(
         got,
         [
-            (2, 14, "cache.max_bytes".to_string(), true),
-            (4, 39, "clients[0].cache".to_string(), true),
-            (6, 15, "state.key_prefix".to_string(), true),
-            (7, 19, "state.on_unavailable".to_string(), true),
-            (8, 17, "state.cluster_urls".to_string(), true),
-            (10, 18, "observability.otlp_protocol".to_string(), true),
-            (11, 17, "observability.trace_sample".to_string(), true),
+            (2, 15, "state.key_prefix".to_string(), true),
+            (3, 19, "state.on_unavailable".to_string(), true),
+            (4, 17, "state.cluster_urls".to_string(), true),
+            (6, 18, "observability.otlp_protocol".to_string(), true),
+            (7, 17, "observability.trace_sample".to_string(), true),
         ]
+    );
+}
+
+#[test]
+fn the_memory_cache_and_its_keys_act() {
+    let c = load(concat!(
+        "cache: { backend: memory, max_bytes: 64MiB }\n",
+        "clients:\n  - { id: a, key_env: BOT_KEY, cache: shared }\n  - { id: b, key_env: ANTHROPIC_KEY }\n",
+    ))
+    .unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(c.cache.backend, CacheBackend::Memory);
+    assert_eq!(c.cache.max_bytes, 64 << 20);
+    let clients = c.clients.unwrap();
+    assert!(clients[0].cache_shared && !clients[1].cache_shared);
+    // With the cache off a client's `cache` would do nothing.
+    one(
+        "clients:\n  - { id: a, key_env: BOT_KEY, cache: shared }\n",
+        2,
+        39,
+        "clients[0].cache",
+        CACHE_OFF,
     );
 }

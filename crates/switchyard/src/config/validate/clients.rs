@@ -106,6 +106,7 @@ pub fn check(
             rpm: at_least_one(d, &c.rpm),
             tpm: at_least_one(d, &c.tpm),
             budget,
+            cache_shared: c.cache.as_ref().is_some_and(|v| v.value == "shared"),
         });
     }
     out

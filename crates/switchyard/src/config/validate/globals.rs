@@ -161,10 +161,12 @@ fn admin_key(
 pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
     let c = &raw.cache;
     let cache = Cache {
-        // The contract's default is memory; this build has no response cache.
+        // Off unless asked for: a gateway that answers from memory is a
+        // choice its operator makes (the section's keys need it on).
         backend: c.backend.as_ref().map_or(CacheBackend::Off, |b| b.value),
         ttl: positive(d, &c.ttl, Duration::from_secs(300)),
         max_entries: at_least_one(d, &c.max_entries).unwrap_or(10_000),
+        max_bytes: at_least_one(d, &c.max_bytes).unwrap_or(256 << 20),
         when: c
             .when
             .as_ref()

@@ -1,10 +1,11 @@
 //! Keys this build parses but does not act on yet: refused, never ignored.
 //!
-//! A config that asks for a response cache, shared state, OpenTelemetry
+//! A config that asks for a shared cache, shared state, OpenTelemetry
 //! export or body logging would otherwise load and leave the user believing
 //! they have it. Each such key gets an error at its own position; the
-//! truthful values (`cache.backend: off`, `state.backend: memory`,
-//! `otlp_endpoint: ""`, `debug_bodies: off`) are accepted.
+//! truthful values (`cache.backend: memory|off`, `state.backend: memory`,
+//! `otlp_endpoint: ""`, `debug_bodies: off`) are accepted. Keys that tune
+//! the response cache while it is off are refused the same way.
 //! The model keeps the fields for the issues that implement them: delete the
 //! matching lines here when a feature lands.
 //!
@@ -16,7 +17,6 @@ use super::super::raw::RawConfig;
 use super::super::Diags;
 use crate::config::model::{CacheBackend, DebugBodies, StateBackend};
 
-const NO_CACHE: &str = "there is no response cache in this build";
 const NO_SHARED: &str =
     "there is no shared state in this build, each gateway process keeps its own in memory";
 
@@ -27,36 +27,46 @@ fn at<T>(v: &Option<Sp<T>>) -> Option<&At> {
 /// Runs after every other check of these sections (so that grammar wins) and
 /// before [`super::globals::requirements`].
 pub fn check(d: &mut Diags, raw: &RawConfig) {
-    let mut refuse = |at: &At, missing: &str, fix: &str| {
+    // One message per key: a key already reported keeps its first.
+    let mut say = |at: &At, msg: String| {
         if !d.reported(&at.path) {
-            d.err(at, format!("not supported yet ({missing}); {fix}"));
+            d.err(at, msg);
         }
     };
+    let refuse = |missing: &str, fix: &str| format!("not supported yet ({missing}); {fix}");
+    const CACHE_OFF: &str =
+        "has no effect: the response cache is off; set `cache.backend: memory` or remove it";
     let c = &raw.cache;
-    let cache_off = c
+    let backend = c.backend.as_ref().map(|b| b.value);
+    if let Some(b) = c
         .backend
         .as_ref()
-        .is_some_and(|b| b.value == CacheBackend::Off);
-    if let Some(b) = c.backend.as_ref().filter(|_| !cache_off) {
-        refuse(&b.at, NO_CACHE, "remove it or set `backend: off`");
+        .filter(|b| b.value == CacheBackend::Redis)
+    {
+        say(
+            &b.at,
+            refuse(
+                "the response cache has no shared backend in this build",
+                "set `backend: memory` or `backend: off`",
+            ),
+        );
     }
-    if !cache_off {
-        for a in [
+    // The cache is off unless `backend: memory` asks for it: a key that
+    // tunes a cache that is not there would do nothing.
+    if matches!(backend, None | Some(CacheBackend::Off)) {
+        let keys = [
             at(&c.ttl),
             at(&c.max_entries),
             at(&c.max_bytes),
             at(&c.when),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            refuse(a, NO_CACHE, "remove it or set `cache.backend: off`");
+        ];
+        for a in keys.into_iter().flatten() {
+            say(a, CACHE_OFF.into());
         }
-    }
-
-    for client in raw.clients.iter().flatten() {
-        if let Some(c) = &client.cache {
-            refuse(&c.at, NO_CACHE, "remove it");
+        for client in raw.clients.iter().flatten() {
+            if let Some(c) = &client.cache {
+                say(&c.at, CACHE_OFF.into());
+            }
         }
     }
 
@@ -66,7 +76,10 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         .as_ref()
         .filter(|b| b.value == StateBackend::Redis)
     {
-        refuse(&b.at, NO_SHARED, "remove it or set `backend: memory`");
+        say(
+            &b.at,
+            refuse(NO_SHARED, "remove it or set `backend: memory`"),
+        );
     }
     for a in [
         at(&s.redis_url),
@@ -77,25 +90,29 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
     .into_iter()
     .flatten()
     {
-        refuse(a, NO_SHARED, "remove it");
+        say(a, refuse(NO_SHARED, "remove it"));
     }
 
     let o = &raw.observability;
     if let Some(e) = o.otlp_endpoint.as_ref().filter(|e| !e.value.is_empty()) {
-        refuse(
+        say(
             &e.at,
-            "there is no OpenTelemetry export in this build",
-            "remove it or set `otlp_endpoint: \"\"`",
+            refuse(
+                "there is no OpenTelemetry export in this build",
+                "remove it or set `otlp_endpoint: \"\"`",
+            ),
         );
     }
     for a in [at(&o.otlp_protocol), at(&o.trace_sample)]
         .into_iter()
         .flatten()
     {
-        refuse(
+        say(
             a,
-            "there is no OpenTelemetry export in this build",
-            "remove it",
+            refuse(
+                "there is no OpenTelemetry export in this build",
+                "remove it",
+            ),
         );
     }
     if let Some(b) = o
@@ -103,10 +120,12 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         .as_ref()
         .filter(|b| b.value != DebugBodies::Off)
     {
-        refuse(
+        say(
             &b.at,
-            "this build never logs request or response bodies",
-            "remove it or set `debug_bodies: off`",
+            refuse(
+                "this build never logs request or response bodies",
+                "remove it or set `debug_bodies: off`",
+            ),
         );
     }
 }

@@ -1,0 +1,210 @@
+//! The response cache on the request path (contract §3): whether a request
+//! may be answered from the cache or kept in it (`cache.when`, the client's
+//! `x-switchyard-cache`), the lookup, the replay of a hit in the client's
+//! dialect — a whole answer or a stream —, and keeping a good answer.
+//! A hit calls no upstream and costs nothing: no budget spend, no tokens.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, StatusCode};
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::respond::{self, ServedHeaders};
+use crate::config::CacheWhen;
+use crate::doors::normalize::Normalized;
+use crate::doors::{Door, Inbound};
+use crate::governance::Principal;
+use crate::observe::ctx::{CacheLookup, RequestCtx};
+use crate::state::cache::{CacheKey, CachedAnswer, Slot};
+use crate::state::live::{DeploymentRt, Live};
+
+/// How one request uses the cache.
+#[derive(Clone)]
+pub struct CacheUse {
+    slot: Slot,
+    /// The client's dialect: what a whole answer is read back in.
+    door: Door,
+    /// False for `x-switchyard-cache: no-cache`: kept, never looked up.
+    read: bool,
+}
+
+/// What the client's `x-switchyard-cache` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    Default,
+    /// `use`: this request may be cached whatever `when` says.
+    Use,
+    NoCache,
+    NoStore,
+}
+
+fn ask(headers: &HeaderMap) -> Ask {
+    match headers.get(&crate::names::CACHE).map(|v| v.as_bytes()) {
+        Some(b"use") => Ask::Use,
+        Some(b"no-cache") => Ask::NoCache,
+        Some(b"no-store") => Ask::NoStore,
+        _ => Ask::Default,
+    }
+}
+
+/// `None` when the cache is off or the request is not for it (`when`,
+/// `no-store`, several choices).
+pub fn plan(
+    live: &Live,
+    headers: &HeaderMap,
+    who: Option<&Principal<'_>>,
+    normalized: &Normalized,
+    inbound: &Inbound<'_>,
+) -> Option<CacheUse> {
+    let cache = live.cache.as_ref()?;
+    let ask = ask(headers);
+    let wanted = match live.config.cache.when {
+        CacheWhen::Always => true,
+        CacheWhen::Deterministic => normalized.deterministic || ask == Ask::Use,
+        CacheWhen::Header => ask == Ask::Use,
+    };
+    if !wanted || ask == Ask::NoStore || inbound.n() > 1 {
+        return None;
+    }
+    Some(CacheUse {
+        slot: Slot {
+            cache: cache.clone(),
+            key: key(inbound.door(), who, normalized),
+        },
+        door: inbound.door(),
+        read: ask != Ask::NoCache,
+    })
+}
+
+/// The door (its answers are its own dialect's), whose cache (the client's
+/// own, or the one every `cache: shared` client uses) and the request.
+fn key(door: Door, who: Option<&Principal<'_>>, normalized: &Normalized) -> CacheKey {
+    let door: &[u8] = match door {
+        Door::OpenAiChat => b"chat",
+        Door::AnthropicMessages => b"messages",
+        Door::Responses => b"responses",
+    };
+    let scope = match who {
+        Some(p) if p.client.cache_shared => "\0shared",
+        Some(p) => p.client_id(),
+        None => "",
+    };
+    Sha256::new()
+        .chain_update(door)
+        .chain_update([0])
+        .chain_update(scope.as_bytes())
+        .chain_update([0])
+        .chain_update(normalized.hash)
+        .finalize()
+        .into()
+}
+
+impl CacheUse {
+    /// The stored answer, if any; the lookup is timed for the trace.
+    pub async fn lookup(&self, ctx: &mut RequestCtx) -> Option<Arc<CachedAnswer>> {
+        ctx.cache = "miss";
+        if !self.read {
+            return None;
+        }
+        let (started, t) = (SystemTime::now(), Instant::now());
+        let hit = self.slot.cache.get(&self.slot.key).await;
+        ctx.cache_lookup = Some(CacheLookup {
+            started,
+            took: t.elapsed(),
+        });
+        if hit.is_some() {
+            ctx.cache = "hit";
+        }
+        hit
+    }
+
+    /// Keep a whole answer as the client got it (in its door's dialect).
+    pub fn keep_body(&self, body: &[u8], dep: &DeploymentRt) {
+        if let Some(answer) = self.door.read_answer(body) {
+            self.slot.keep(answer, &dep.name, &dep.provider.name);
+        }
+    }
+
+    /// Where the answer goes (a stream keeps it when it ends).
+    pub fn slot(&self) -> Slot {
+        self.slot.clone()
+    }
+}
+
+/// A hit, ready to go out: the stored answer in the client's dialect, as
+/// JSON or replayed as a stream. Nothing upstream was called: no attempts,
+/// cost 0.
+pub struct Replayed {
+    body: Bytes,
+    stream: bool,
+    deployment: Arc<str>,
+}
+
+/// A hit, encoded for the client (its door's encoder, as a live answer
+/// would be) and recorded: served by the deployment that first answered.
+pub fn replayed(
+    live: &Live,
+    who: Option<&Principal<'_>>,
+    inbound: &Inbound<'_>,
+    hit: &CachedAnswer,
+    ctx: &mut RequestCtx,
+) -> Replayed {
+    if let Some((p, b)) = who.and_then(|p| Some((p, p.client.budget?))) {
+        // Nothing is reserved: the hold only reads what is left.
+        ctx.budget = Some(live.registry.budgets.hold(&p.id, b));
+    }
+    ctx.route = live.route_names.get(inbound.model()).cloned();
+    let model: Arc<str> = Arc::from(hit.answer.model.as_str());
+    ctx.served_by(&hit.deployment, &model);
+    ctx.cost_usd = Some(0.0);
+    ctx.decision_reason = Some("cache_hit");
+    let body = if inbound.stream() {
+        let mut enc = inbound.encoder();
+        let mut out = BytesMut::new();
+        for ev in hit.answer.stream_events() {
+            enc.encode(&ev, &mut out);
+        }
+        out.extend_from_slice(&enc.end());
+        out.freeze()
+    } else {
+        inbound.answer(&hit.answer)
+    };
+    Replayed {
+        body,
+        stream: inbound.stream(),
+        deployment: hit.deployment.clone(),
+    }
+}
+
+impl Replayed {
+    pub fn reply(self, mut ctx: RequestCtx, rid: &str) -> Response {
+        let headers = ServedHeaders {
+            request_id: rid,
+            deployment: &self.deployment,
+            attempts: 0,
+            cache: "hit",
+            cost_usd: Some(0.0),
+            fallback_reason: None,
+            dropped_tools: None,
+            rate: None,
+            budget_remaining: ctx.settle_budget(),
+        };
+        let resp = if self.stream {
+            let body = axum::body::Body::from(self.body);
+            let mut r = respond::reply(StatusCode::OK, "text/event-stream", body, &headers);
+            r.headers_mut().insert(
+                http::header::CACHE_CONTROL,
+                http::HeaderValue::from_static("no-cache"),
+            );
+            r
+        } else {
+            respond::json(self.body, &headers)
+        };
+        ctx.finish(200, None);
+        resp
+    }
+}
