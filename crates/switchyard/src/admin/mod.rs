@@ -9,6 +9,7 @@ use crate::app::App;
 use crate::state::live::Live;
 
 pub mod auth;
+pub mod dashboard;
 pub mod governance;
 pub mod reload;
 pub mod watch;
