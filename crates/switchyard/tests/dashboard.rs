@@ -203,6 +203,11 @@ async fn dashboard_without_a_usage_store_and_disconnected() {
     h.gw.shutdown().await;
     let shown = until(&b, "disconnected", |v| v["connection"] == "disconnected").await;
     assert_eq!(shown["deployments"]["oa/gpt-4o"], "closed");
+    let png = b.screenshot().await;
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-disconnected.png");
+    std::fs::write(&path, &png).unwrap();
+    eprintln!("screenshot: {}", path.display());
+    assert_not_blank(&png, 1280, 800);
 }
 
 /// Decodes the PNG: the right size, and a page drawn on it (many colours,

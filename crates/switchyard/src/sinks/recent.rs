@@ -97,7 +97,7 @@ impl Recent {
     /// the order right either way.
     pub fn latest(&self, limit: usize) -> Vec<Arc<Decision>> {
         let mut out: Vec<Arc<Decision>> = self.slots.iter().filter_map(|s| s.load_full()).collect();
-        out.sort_unstable_by(|a, b| b.seq.cmp(&a.seq));
+        out.sort_unstable_by_key(|d| std::cmp::Reverse(d.seq));
         out.truncate(limit);
         out
     }
