@@ -10,7 +10,8 @@
 //!    `ingress::sse_out`. The request's `RequestCtx` writes its decision-log
 //!    line when the reply (or stream) ends, or when the client hangs up.
 //!
-//! Admin listener (`server.admin_listen`): health, readiness, reload.
+//! Admin listener (`server.admin_listen`): health, readiness, reload,
+//! state, governance and the dashboard page (`GET /`).
 
 use std::path::Path;
 
@@ -41,6 +42,8 @@ pub struct App {
     /// The version (text hash) of the config a reload last tried, good or
     /// bad: a file-change event for the same text is not a second reload.
     pub last_reload: Arc<std::sync::Mutex<Option<String>>>,
+    /// The last finished requests (`GET /admin/decisions`, the dashboard).
+    pub recent: Arc<crate::sinks::recent::Recent>,
 }
 
 impl App {
@@ -89,7 +92,11 @@ pub fn admin_router(app: App) -> Router {
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .route("/metrics", get(admin::metrics))
+        .route("/", get(admin::dashboard::index))
+        .route("/dashboard/app.js", get(admin::dashboard::script))
+        .route("/dashboard/style.css", get(admin::dashboard::style))
         .route("/admin/state", get(admin::state))
+        .route("/admin/decisions", get(admin::decisions))
         .route("/admin/deployments/{id}/{action}", post(admin::circuit))
         .route("/admin/reload", post(admin::reload))
         .route("/admin/cache", axum::routing::delete(admin::purge_cache))

@@ -94,9 +94,11 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let metrics: Arc<crate::observe::metrics::Metrics> = Default::default();
     let usage = open_usage(&live, &metrics).await?;
     let live_usage = live.config.usage.clone();
+    let recent: Arc<crate::sinks::recent::Recent> = Default::default();
     let mut sinks: Vec<Arc<dyn crate::sinks::Sink>> = vec![
         Arc::new(crate::sinks::metrics::MetricsSink(metrics.clone())),
         Arc::new(opts.decisions),
+        Arc::new(crate::sinks::recent::RecentSink(recent.clone())),
     ];
     if let Some(u) = &usage {
         sinks.push(Arc::new(crate::sinks::usage::UsageSink(u.clone())));
@@ -109,6 +111,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         responses: response_store(&usage, &live_usage),
         usage,
         last_reload: Default::default(),
+        recent,
     };
     let shutdown = CancellationToken::new();
     let admin = bind(admin_listen, false).await?;

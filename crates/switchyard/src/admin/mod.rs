@@ -1,12 +1,15 @@
-//! ADMIN: health, readiness and config reload, on `server.admin_listen` only.
+//! ADMIN: health, readiness, config reload, state and the dashboard, on
+//! `server.admin_listen` only.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
 use crate::app::App;
+use crate::state::live::Live;
 
 pub mod auth;
+pub mod dashboard;
 pub mod governance;
 pub mod reload;
 pub mod watch;
@@ -68,15 +71,93 @@ pub async fn reload(State(app): State<App>) -> Response {
     }
 }
 
-/// `GET /admin/state`: config version and every deployment's circuit,
-/// health, latency, load and keys.
+/// `GET /admin/state`: config version, every deployment's circuit,
+/// health, latency, load, limits and keys, and the routes.
 pub async fn state(State(app): State<App>) -> Response {
     let live = app.live.load();
+    let deployments: Vec<_> = live
+        .registry
+        .admin_state()
+        .into_iter()
+        .map(|d| DeploymentView::new(&live, d))
+        .collect();
+    let routes: Vec<_> = live.config.routes.values().map(RouteView::new).collect();
     let body = serde_json::json!({
         "config_version": &*live.version,
-        "deployments": live.registry.admin_state(),
+        "deployments": deployments,
+        "routes": routes,
     });
     axum::Json(body).into_response()
+}
+
+/// A `/admin/state` deployment: the registry's numbers plus what the
+/// config says about it (provider, upstream model, rpm/tpm limits).
+#[derive(serde::Serialize)]
+struct DeploymentView<'a> {
+    #[serde(flatten)]
+    state: crate::state::store::DeploymentAdmin,
+    provider: Option<&'a str>,
+    model: Option<&'a str>,
+    rpm_limit: Option<u32>,
+    tpm_limit: Option<u64>,
+}
+
+impl<'a> DeploymentView<'a> {
+    fn new(live: &'a Live, state: crate::state::store::DeploymentAdmin) -> Self {
+        let rt = live.deployments.get(&state.id);
+        let limits = rt.map(|d| d.provider.cfg.limits);
+        DeploymentView {
+            provider: rt.map(|d| &*d.provider.name),
+            model: rt.map(|d| &*d.model),
+            rpm_limit: limits.and_then(|l| l.rpm),
+            tpm_limit: limits.and_then(|l| l.tpm),
+            state,
+        }
+    }
+}
+
+/// A `/admin/state` route.
+#[derive(serde::Serialize)]
+struct RouteView<'a> {
+    name: &'a str,
+    strategy: &'static str,
+    targets: Vec<&'a str>,
+    fallbacks: &'a [String],
+}
+
+impl<'a> RouteView<'a> {
+    fn new(r: &'a crate::config::Route) -> Self {
+        use crate::config::Strategy;
+        let strategy = match r.strategy {
+            Strategy::Priority => "priority",
+            Strategy::Weighted => "weighted",
+            Strategy::Latency => "latency",
+            Strategy::Cost => "cost",
+            Strategy::Balanced => "balanced",
+        };
+        RouteView {
+            name: &r.name,
+            strategy,
+            targets: r.targets.iter().map(|t| t.deployment.as_str()).collect(),
+            fallbacks: &r.fallbacks,
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub struct DecisionsParams {
+    limit: Option<usize>,
+}
+
+/// `GET /admin/decisions?limit=N`: the most recent finished requests,
+/// newest first (at most the last 100).
+pub async fn decisions(
+    State(app): State<App>,
+    axum::extract::Query(p): axum::extract::Query<DecisionsParams>,
+) -> Response {
+    let list = app.recent.latest(p.limit.unwrap_or(usize::MAX));
+    let list: Vec<_> = list.iter().map(|d| &**d).collect();
+    axum::Json(serde_json::json!({"decisions": list})).into_response()
 }
 
 /// `POST /admin/deployments/{id}/{open|close|reset}`: manual circuit control.

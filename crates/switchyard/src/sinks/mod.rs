@@ -8,6 +8,7 @@
 
 pub mod decision_log;
 pub mod metrics;
+pub mod recent;
 pub mod usage;
 
 use std::sync::Arc;
