@@ -1,10 +1,10 @@
 //! Keys this build parses but does not act on yet: refused, never ignored.
 //!
-//! A config that asks for a response cache, shared state, OpenTelemetry
-//! export or body logging would otherwise load and leave the user believing
-//! they have it. Each such key gets an error at its own position; the
-//! truthful values (`cache.backend: off`, `state.backend: memory`,
-//! `otlp_endpoint: ""`, `debug_bodies: off`) are accepted.
+//! A config that asks for a response cache, shared state or body logging
+//! would otherwise load and leave the user believing they have it. Each
+//! such key gets an error at its own position; the truthful values
+//! (`cache.backend: off`, `state.backend: memory`, `debug_bodies: off`) are
+//! accepted.
 //! The model keeps the fields for the issues that implement them: delete the
 //! matching lines here when a feature lands.
 //!
@@ -81,23 +81,6 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
     }
 
     let o = &raw.observability;
-    if let Some(e) = o.otlp_endpoint.as_ref().filter(|e| !e.value.is_empty()) {
-        refuse(
-            &e.at,
-            "there is no OpenTelemetry export in this build",
-            "remove it or set `otlp_endpoint: \"\"`",
-        );
-    }
-    for a in [at(&o.otlp_protocol), at(&o.trace_sample)]
-        .into_iter()
-        .flatten()
-    {
-        refuse(
-            a,
-            "there is no OpenTelemetry export in this build",
-            "remove it",
-        );
-    }
     if let Some(b) = o
         .debug_bodies
         .as_ref()
