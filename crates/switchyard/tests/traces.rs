@@ -384,3 +384,15 @@ async fn a_reload_changes_the_sampling_and_refuses_to_move_the_exporter() {
     );
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn spans_still_queued_at_shutdown_are_exported() {
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, common::ONE_OPENAI).await;
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    // Well within the export delay: the spans are still queued.
+    let common::Harness { gw, mock, .. } = h;
+    gw.shutdown().await;
+    assert_eq!(r.spans().len(), 3, "exported before shutdown returned");
+    drop(mock);
+}
