@@ -44,6 +44,8 @@ pub struct App {
     pub last_reload: Arc<std::sync::Mutex<Option<String>>>,
     /// The last finished requests (`GET /admin/decisions`, the dashboard).
     pub recent: Arc<crate::sinks::recent::Recent>,
+    /// The OTLP trace export (`observability.otlp_endpoint`), when on.
+    pub traces: Option<Arc<crate::sinks::trace::TraceSink>>,
 }
 
 impl App {
@@ -54,12 +56,24 @@ impl App {
         headers: &http::HeaderMap,
         live: &Live,
     ) -> RequestCtx {
-        RequestCtx::new(
+        // Sampled in: the decision log names the trace in force (the
+        // caller's, or the one begun here); else the caller's, if any.
+        let trace = self.traces.as_ref().and_then(|_| {
+            let parent = crate::observe::trace::caller(headers);
+            crate::observe::trace::begin(parent, live.config.observability.trace_sample)
+        });
+        let trace_id = match &trace {
+            Some(t) => Some(t.trace_id_hex()),
+            None => crate::ingress::trace_id(headers),
+        };
+        let mut ctx = RequestCtx::new(
             request_id.to_owned(),
-            crate::ingress::trace_id(headers),
+            trace_id,
             live.version.clone(),
             self.sinks.clone(),
-        )
+        );
+        ctx.trace = trace;
+        ctx
     }
 }
 

@@ -69,6 +69,13 @@ impl Running {
                 tracing::warn!(store = %u.name, "usage store: rows still queued at shutdown were not written");
             }
         }
+        // And its spans are exported, within a bound (a collector that is
+        // down does not hold the exit up).
+        if let Some(t) = &self.app.traces {
+            if !t.flush(std::time::Duration::from_secs(5)).await {
+                tracing::warn!("trace export: spans still queued at shutdown were not exported");
+            }
+        }
     }
 
     pub fn base_url(&self) -> String {
@@ -103,6 +110,10 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     if let Some(u) = &usage {
         sinks.push(Arc::new(crate::sinks::usage::UsageSink(u.clone())));
     }
+    let traces = open_traces(&live, &metrics)?;
+    if let Some(t) = &traces {
+        sinks.push(t.clone());
+    }
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
         sinks: crate::sinks::Sinks::new(sinks),
@@ -112,6 +123,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         usage,
         last_reload: Default::default(),
         recent,
+        traces,
     };
     let shutdown = CancellationToken::new();
     let admin = bind(admin_listen, false).await?;
@@ -161,6 +173,19 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         tasks,
         threads,
     })
+}
+
+/// The OTLP trace export, when `observability.otlp_endpoint` is set. Built
+/// once: a reload that moves it is refused (`admin::reload`).
+fn open_traces(
+    live: &Live,
+    metrics: &crate::observe::metrics::Metrics,
+) -> Result<Option<Arc<crate::sinks::trace::TraceSink>>, String> {
+    let o = &live.config.observability;
+    if o.otlp_endpoint.is_none() {
+        return Ok(None);
+    }
+    crate::sinks::trace::TraceSink::start(o, metrics.trace_spans_dropped.clone()).map(Some)
 }
 
 async fn bind(addr: SocketAddr, reuse_port: bool) -> Result<TcpListener, String> {

@@ -57,6 +57,16 @@ pub enum Adapter {
 }
 
 impl Adapter {
+    /// The OpenTelemetry GenAI `gen_ai.provider.name` of the protocol.
+    pub fn gen_ai_name(self) -> &'static str {
+        match self {
+            Adapter::OpenAi => "openai",
+            Adapter::Azure => "azure.ai.openai",
+            Adapter::Anthropic => "anthropic",
+            Adapter::Gemini => "gcp.gemini",
+        }
+    }
+
     pub fn for_protocol(p: Protocol) -> Adapter {
         match p {
             Protocol::OpenAi => Adapter::OpenAi,

@@ -56,6 +56,7 @@ async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<Strin
     let result = config::load_str(src, &file, &|name| std::env::var(name).ok())
         .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>())
         .and_then(|cfg| same_store(&app.live.load().config, &cfg).map(|()| cfg))
+        .and_then(|cfg| same_exporter(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| Live::build(cfg, &app.live.load().registry).map_err(|e| vec![e]));
     match result {
         Ok(live) => {
@@ -112,4 +113,19 @@ fn same_store(old: &config::Config, new: &config::Config) -> Result<(), Vec<Stri
             "usage.store, usage.path and usage.url take effect at start-up only: restart the gateway to change them".into(),
         ])
     }
+}
+
+/// The trace exporter is built once, at start-up, like the usage store:
+/// moving it is refused. `trace_sample` is read per request, so a reload
+/// changes it.
+fn same_exporter(old: &config::Config, new: &config::Config) -> Result<(), Vec<String>> {
+    let (a, b) = (&old.observability, &new.observability);
+    if a.otlp_endpoint == b.otlp_endpoint
+        && (a.otlp_endpoint.is_none() || a.otlp_protocol == b.otlp_protocol)
+    {
+        return Ok(());
+    }
+    Err(vec![
+        "observability.otlp_endpoint and otlp_protocol take effect at start-up only: restart the gateway to change them".into(),
+    ])
 }

@@ -427,8 +427,20 @@ pub enum DebugBodies {
 pub struct Observability {
     pub log_format: LogFormat,
     pub log_requests: bool,
+    /// OTLP trace export, off when `None`.
     pub otlp_endpoint: Option<String>,
+    pub otlp_protocol: OtlpProtocol,
+    /// Head sampling ratio, in [0, 1].
+    pub trace_sample: f64,
     pub debug_bodies: DebugBodies,
+}
+
+/// How spans go to the collector: OTLP over gRPC, or HTTP/protobuf on
+/// `{otlp_endpoint}/v1/traces`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    Grpc,
+    Http,
 }
 
 #[derive(Debug, Clone)]

@@ -192,7 +192,7 @@ pub struct RawObservability {
     pub log_requests: Opt<bool>,
     pub otlp_endpoint: Opt<String>,
     pub debug_bodies: Opt<DebugBodies>,
-    pub otlp_protocol: Opt<String>,
+    pub otlp_protocol: Opt<OtlpProtocol>,
     pub trace_sample: Opt<f64>,
 }
 

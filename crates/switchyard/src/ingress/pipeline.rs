@@ -267,7 +267,9 @@ fn plan_target<'l>(
     if let Some((p, b)) = who.and_then(|p| Some((p, p.client.budget?))) {
         ctx.budget = Some(live.registry.budgets.hold(&p.id, b));
     }
+    let planning = std::time::SystemTime::now();
     let plan = route::plan(live, &target, facts, Instant::now())?;
+    ctx.planned(planning);
     ctx.route = plan.route.clone();
     ctx.decision_reason = Some(plan.reason);
     ctx.skipped = plan.skipped.clone();

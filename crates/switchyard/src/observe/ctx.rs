@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::config::Pricing;
 use crate::error::GatewayError;
 use crate::governance::budget::Hold;
+use crate::observe::trace::TraceCtx;
 use crate::sinks::Sinks;
 
 #[derive(Debug, Serialize)]
@@ -33,6 +34,38 @@ pub struct AttemptLog {
     /// What this upstream call used and cost (a resumed stream has several).
     #[serde(rename = "tokens", skip_serializing_if = "Option::is_none")]
     pub usage: Option<AttemptUsage>,
+    /// What its trace span shows besides the above.
+    #[serde(skip)]
+    pub span: AttemptSpan,
+}
+
+/// An attempt's trace span: when it began, its id (given before the call
+/// went out, so the upstream's `traceparent` names it) and its GenAI facts.
+#[derive(Debug, Clone)]
+pub struct AttemptSpan {
+    pub started: SystemTime,
+    /// 0 when the request was not traced as it was sent.
+    pub span_id: u64,
+    /// GenAI `gen_ai.operation.name`: `chat`, `embeddings`, `count_tokens`.
+    pub operation: &'static str,
+    /// GenAI `gen_ai.provider.name` of the wire protocol (`openai`, …).
+    pub provider: &'static str,
+    /// The upstream model of a call that answered.
+    pub model: Option<Arc<str>>,
+}
+
+impl AttemptSpan {
+    /// A call that took `took` and is over now.
+    fn ended(took: Duration) -> Self {
+        let now = SystemTime::now();
+        AttemptSpan {
+            started: now.checked_sub(took).unwrap_or(now),
+            span_id: 0,
+            operation: "chat",
+            provider: "",
+            model: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -66,6 +99,7 @@ impl AttemptLog {
             ttfb_ms: Some(ms(ttfb)),
             resumed: false,
             usage: None,
+            span: AttemptSpan::ended(latency),
         }
     }
 
@@ -81,6 +115,7 @@ impl AttemptLog {
             ttfb_ms: None,
             resumed: false,
             usage: None,
+            span: AttemptSpan::ended(Duration::ZERO),
         }
     }
 
@@ -100,6 +135,7 @@ impl AttemptLog {
             ttfb_ms: None,
             resumed: false,
             usage: None,
+            span: AttemptSpan::ended(latency),
         }
     }
 }
@@ -121,6 +157,13 @@ fn parts<S: serde::Serializer>(p: &[(&'static str, f64)], s: S) -> Result<S::Ok,
         m.serialize_entry(k, v)?;
     }
     m.end()
+}
+
+/// The routing plan: when it began and how long it took (its trace span).
+#[derive(Debug, Clone, Copy)]
+pub struct PlanTiming {
+    pub started: SystemTime,
+    pub took: Duration,
 }
 
 /// The response-cache lookup: when it began and how long it took (its
@@ -185,6 +228,11 @@ pub struct RequestCtx {
     pub cache: &'static str,
     #[serde(skip)]
     pub cache_lookup: Option<CacheLookup>,
+    #[serde(skip)]
+    pub plan_timing: Option<PlanTiming>,
+    /// The trace this request is part of, when it is traced (sampled in).
+    #[serde(skip)]
+    pub trace: Option<TraceCtx>,
     pub fallback_reason: Option<&'static str>,
     /// Tools the request offered that the serving deployment cannot see.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -249,6 +297,8 @@ impl RequestCtx {
             cost_usd: None,
             cache: "off",
             cache_lookup: None,
+            plan_timing: None,
+            trace: None,
             fallback_reason: None,
             dropped_tools: Vec::new(),
             status: 0,
@@ -268,6 +318,17 @@ impl RequestCtx {
 
     pub fn wants_input_hash(&self) -> bool {
         self.sinks.wants_input_hash()
+    }
+
+    /// The routing plan began at `started` and is made now.
+    pub fn planned(&mut self, started: SystemTime) {
+        let took = started.elapsed().unwrap_or_default();
+        self.plan_timing = Some(PlanTiming { started, took });
+    }
+
+    /// How long the request took (its `duration_ms`, to the microsecond).
+    pub fn took(&self) -> Duration {
+        Duration::from_secs_f64(self.duration_ms.max(0.0) / 1e3)
     }
 
     /// The deployment (id, upstream model) that served.

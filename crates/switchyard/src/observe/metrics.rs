@@ -115,6 +115,9 @@ pub struct Metrics {
     pub usage_store_writes: Family<ResultLabels, Counter>,
     pub state_backend_errors: Family<OpLabels, Counter>,
     pub cache_entries: Gauge,
+    /// Trace spans not exported: the export queue was full, or the
+    /// collector did not take them (not in contract §6's list: ours).
+    pub trace_spans_dropped: Counter,
     registry: Registry,
     /// Every family declared, for the ones with no series yet.
     families: Vec<Declared>,
@@ -177,6 +180,7 @@ impl Metrics {
             usage_store_writes: Family::default(),
             state_backend_errors: Family::default(),
             cache_entries: Gauge::default(),
+            trace_spans_dropped: Counter::default(),
             registry: Registry::default(),
             families: Vec::new(),
         };
@@ -327,6 +331,13 @@ impl Metrics {
             "switchyard_cache_entries",
             "Entries in the response cache",
             m.cache_entries.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_trace_spans_dropped",
+            "Trace spans dropped: export queue full or collector unreachable",
+            m.trace_spans_dropped.clone(),
         );
         for result in ["hit", "miss"] {
             drop(m.cache.get_or_create(&ResultLabels { result }));

@@ -1,5 +1,6 @@
 //! OBSERVABILITY: the per-request context and its decision-log line, secret
-//! redaction, and the process's log subscriber.
+//! redaction, the process's log subscriber, and what a traced request
+//! carries while it runs (`trace`).
 
 pub mod ctx;
 pub mod decision_log;
@@ -7,3 +8,4 @@ mod log_line;
 pub mod logging;
 pub mod metrics;
 pub mod redact;
+pub mod trace;

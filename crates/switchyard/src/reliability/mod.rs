@@ -54,6 +54,15 @@ pub enum Op<'r, 'b> {
 }
 
 impl Op<'_, '_> {
+    /// GenAI `gen_ai.operation.name` (count_tokens has none of its own).
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Chat(_) => "chat",
+            Op::Embeddings(_) => "embeddings",
+            Op::CountTokens(_) => "count_tokens",
+        }
+    }
+
     /// Answered here without an upstream call (a token count on a
     /// deployment whose upstream has no counter): no circuit, limits or
     /// health stats are involved.
@@ -156,8 +165,10 @@ pub async fn execute_op(
                 }
             };
             let took = started.elapsed();
-            ctx.attempts
-                .push(AttemptLog::ok(&dep.name, &dep.provider.name, took, took));
+            let mut log = AttemptLog::ok(&dep.name, &dep.provider.name, took, took);
+            log.span.operation = op.name();
+            log.span.provider = dep.provider.adapter.gen_ai_name();
+            ctx.attempts.push(log);
             return Ok(Served {
                 answer,
                 dep: dep.clone(),
@@ -447,8 +458,12 @@ pub(crate) async fn attempt(
     probe: bool,
     ctx: &mut RequestCtx,
 ) -> Result<Answer, GatewayError> {
+    // The attempt's span id is known before the call goes out: the
+    // upstream's `traceparent` names it as the parent.
+    let span_id = ctx.trace.map(|_| crate::observe::trace::new_span_id());
+    let traced = traced_call(ctx, span_id, call);
     let started = Instant::now();
-    let result = op.send(dep, key, call).await;
+    let result = op.send(dep, key, traced.as_ref().unwrap_or(call)).await;
     let latency = started.elapsed();
     let st = &dep.state;
     if let Some(t) = st.observe(Instant::now(), result.as_ref().map(|_| ()), latency, probe) {
@@ -460,11 +475,26 @@ pub(crate) async fn attempt(
             t.reason
         ));
     }
-    ctx.attempts.push(match &result {
+    let mut log = match &result {
         Ok(answer) => AttemptLog::ok(&dep.name, &dep.provider.name, latency, answer.ttfb()),
         Err(e) => AttemptLog::failed(&dep.name, &dep.provider.name, e, latency),
-    });
+    };
+    log.span.span_id = span_id.unwrap_or(0);
+    log.span.operation = op.name();
+    log.span.provider = dep.provider.adapter.gen_ai_name();
+    log.span.model = result.is_ok().then(|| dep.model.clone());
+    ctx.attempts.push(log);
     result
+}
+
+/// The call with a `traceparent` naming attempt span `span_id`, when the
+/// request is traced (else the caller's goes upstream as it came).
+fn traced_call(ctx: &RequestCtx, span_id: Option<u64>, call: &CallInfo) -> Option<CallInfo> {
+    let (trace, span) = (ctx.trace?, span_id?);
+    Some(CallInfo {
+        traceparent: Some(trace.traceparent(span)),
+        ..call.clone()
+    })
 }
 
 /// Quarantine a key the upstream rejected or whose quota is spent.

@@ -1,14 +1,15 @@
 //! SINKS: where a finished request goes. The request's one record
 //! (`observe::ctx::RequestCtx`: who, route, candidates, every attempt,
 //! tokens, cost, cache, outcome, timings) is handed once to each sink — the
-//! decision log and the metrics today; the usage store, budget settlement
-//! and traces plug in here as sinks of their own. Nothing on the request
+//! decision log, the metrics, the usage store and the traces (OTLP), each
+//! a sink of its own. Nothing on the request
 //! path waits on a sink: each one buffers or counts, and does its slow work
 //! elsewhere.
 
 pub mod decision_log;
 pub mod metrics;
 pub mod recent;
+pub mod trace;
 pub mod usage;
 
 use std::sync::Arc;

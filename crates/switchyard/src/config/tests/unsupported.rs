@@ -36,7 +36,6 @@ observability:
         (6, 12, "cache.backend", format!("{NO_CACHE}; {redis}")),
         (11, 12, "state.backend", format!("{NO_SHARED}; remove it or set `backend: memory`")),
         (12, 14, "state.redis_url", format!("{NO_SHARED}; remove it")),
-        (17, 18, "observability.otlp_endpoint", "not supported yet (there is no OpenTelemetry export in this build); remove it or set `otlp_endpoint: \"\"`".to_string()),
         (18, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
     ];
     let want: Vec<_> = want
@@ -213,9 +212,6 @@ fn every_contract_key_of_a_later_feature_is_refused_not_unknown() {
   key_prefix: "switchyard:"
   on_unavailable: local
   cluster_urls: [redis://a:6379]
-observability:
-  otlp_protocol: grpc
-  trace_sample: 0.5
 "#;
     let got: Vec<_> = errs(src)
         .into_iter()
@@ -227,8 +223,6 @@ observability:
             (2, 15, "state.key_prefix".to_string(), true),
             (3, 19, "state.on_unavailable".to_string(), true),
             (4, 17, "state.cluster_urls".to_string(), true),
-            (6, 18, "observability.otlp_protocol".to_string(), true),
-            (7, 17, "observability.trace_sample".to_string(), true),
         ]
     );
 }
@@ -252,4 +246,44 @@ fn the_memory_cache_and_its_keys_act() {
         "clients[0].cache",
         CACHE_OFF,
     );
+}
+
+#[test]
+fn the_otlp_keys_are_taken_and_checked_at_their_position() {
+    let c = load("observability: { otlp_endpoint: \"http://otel:4318/\", otlp_protocol: http, trace_sample: 0.25 }\n").unwrap();
+    let o = &c.observability;
+    assert_eq!(o.otlp_endpoint.as_deref(), Some("http://otel:4318"));
+    assert_eq!(
+        (o.otlp_protocol, o.trace_sample),
+        (OtlpProtocol::Http, 0.25)
+    );
+    let d = load("observability: {}\n").unwrap().observability;
+    assert_eq!(
+        (d.otlp_endpoint, d.otlp_protocol, d.trace_sample),
+        (None, OtlpProtocol::Grpc, 1.0)
+    );
+    one(
+        "observability: { otlp_protocol: thrift }\n",
+        1,
+        33,
+        "observability.otlp_protocol",
+        "unknown value `thrift`; expected one of: grpc, http",
+    );
+    one(
+        "observability: { trace_sample: 1.5 }\n",
+        1,
+        32,
+        "observability.trace_sample",
+        "must be between 0 and 1, found 1.5",
+    );
+    one(
+        "observability: { otlp_endpoint: \"http://u:secret@otel:4317\" }\n",
+        1,
+        33,
+        "observability.otlp_endpoint",
+        "must not hold credentials",
+    );
+    let shown =
+        load("observability: { otlp_endpoint: \"http://u:secret@otel:4317\" }\n").unwrap_err();
+    assert!(!shown[0].to_string().contains("secret"), "{}", shown[0]);
 }

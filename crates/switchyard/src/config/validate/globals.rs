@@ -95,7 +95,11 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
                 "debug_bodies",
                 &[("off", DebugBodies::Off), ("header", DebugBodies::Header)],
             ),
-            otlp_protocol: o.get(d, "otlp_protocol", f::string),
+            otlp_protocol: o.choice(
+                d,
+                "otlp_protocol",
+                &[("grpc", OtlpProtocol::Grpc), ("http", OtlpProtocol::Http)],
+            ),
             trace_sample: o.get(d, "trace_sample", f::float),
         };
     }
@@ -277,13 +281,36 @@ pub fn observability(d: &mut Diags, o: &RawObservability) -> Observability {
     Observability {
         log_format: o.log_format.as_ref().map_or(LogFormat::Json, |v| v.value),
         log_requests: o.log_requests.as_ref().is_none_or(|v| v.value),
-        otlp_endpoint: otlp.and_then(|e| url(d, e, &["http", "https"])),
+        otlp_endpoint: otlp.and_then(|e| otlp_endpoint(d, e)),
+        otlp_protocol: o
+            .otlp_protocol
+            .as_ref()
+            .map_or(OtlpProtocol::Grpc, |v| v.value),
+        trace_sample: o.trace_sample.as_ref().map_or(1.0, |v| {
+            if !(0.0..=1.0).contains(&v.value) {
+                d.err(&v.at, format!("must be between 0 and 1, found {}", v.value));
+            }
+            v.value.clamp(0.0, 1.0)
+        }),
         debug_bodies: o
             .debug_bodies
             .as_ref()
             // The contract's default is header; this build never logs bodies.
             .map_or(DebugBodies::Off, |v| v.value),
     }
+}
+
+/// An http(s) URL without credentials: export errors are logged, and a
+/// collector that needs a token takes it in a header, not in the URL.
+fn otlp_endpoint(d: &mut Diags, e: &Sp<String>) -> Option<String> {
+    if e.value.contains('@') {
+        d.err(
+            &e.at,
+            "must not hold credentials (user:password@): the collector is reached without them",
+        );
+        return None;
+    }
+    url(d, e, &["http", "https"])
 }
 
 pub fn degraded(g: &RawDegraded) -> Degraded {

@@ -1,11 +1,11 @@
 //! Keys this build parses but does not act on yet: refused, never ignored.
 //!
-//! A config that asks for a shared cache, shared state, OpenTelemetry
-//! export or body logging would otherwise load and leave the user believing
-//! they have it. Each such key gets an error at its own position; the
-//! truthful values (`cache.backend: memory|off`, `state.backend: memory`,
-//! `otlp_endpoint: ""`, `debug_bodies: off`) are accepted. Keys that tune
-//! the response cache while it is off are refused the same way.
+//! A config that asks for a shared cache, shared state or body logging
+//! would otherwise load and leave the user believing they have it. Each
+//! such key gets an error at its own position; the truthful values
+//! (`cache.backend: memory|off`, `state.backend: memory`, `debug_bodies:
+//! off`) are accepted. Keys that tune the response cache while it is off
+//! are refused the same way.
 //! The model keeps the fields for the issues that implement them: delete the
 //! matching lines here when a feature lands.
 //!
@@ -94,27 +94,6 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
     }
 
     let o = &raw.observability;
-    if let Some(e) = o.otlp_endpoint.as_ref().filter(|e| !e.value.is_empty()) {
-        say(
-            &e.at,
-            refuse(
-                "there is no OpenTelemetry export in this build",
-                "remove it or set `otlp_endpoint: \"\"`",
-            ),
-        );
-    }
-    for a in [at(&o.otlp_protocol), at(&o.trace_sample)]
-        .into_iter()
-        .flatten()
-    {
-        say(
-            a,
-            refuse(
-                "there is no OpenTelemetry export in this build",
-                "remove it",
-            ),
-        );
-    }
     if let Some(b) = o
         .debug_bodies
         .as_ref()

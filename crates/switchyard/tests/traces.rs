@@ -1,0 +1,398 @@
+//! OpenTelemetry traces (contract §6) into a real OTLP receiver: one trace
+//! per request (request → route, attempts), joined to the caller's
+//! `traceparent`, the upstream's `traceparent` naming the attempt span,
+//! GenAI attributes, head sampling, and a collector that is down costing
+//! counted spans, not requests.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::otlp::{self, Receiver, Span};
+use serde_json::{json, Value};
+use switchyard_mock::{Behavior, Fault};
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+async fn traced(r: &Receiver, protocol: &str, sample: f64, yaml: &str) -> common::Harness {
+    let obs = otlp::observability(&r.endpoint, protocol, sample);
+    common::start(&format!("{yaml}\n{obs}")).await
+}
+
+async fn chat(h: &common::Harness, stream: bool, traceparent: Option<&str>) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .post(h.url("/v1/chat/completions"))
+        .json(&json!({"model": "chat", "messages": common::user("hi"), "stream": stream}));
+    if let Some(tp) = traceparent {
+        req = req.header("traceparent", tp);
+    }
+    req.send().await.unwrap()
+}
+
+/// The one trace's spans, checked for shape: one request span, every other
+/// span its child, all under one trace id.
+fn tree(spans: &[Span]) -> (&Span, &Span, Vec<&Span>) {
+    let req = otlp::one(spans, "switchyard.request");
+    let route = otlp::one(spans, "switchyard.route");
+    assert!(
+        spans.iter().all(|s| s.trace_id == req.trace_id),
+        "{spans:#?}"
+    );
+    for s in spans.iter().filter(|s| s.span_id != req.span_id) {
+        assert_eq!(s.parent, req.span_id, "{} is the request's child", s.name);
+        assert!(
+            s.start >= req.start && s.end <= req.end,
+            "{s:#?} within {req:#?}"
+        );
+        assert!(s.end >= s.start);
+    }
+    let ids: std::collections::BTreeSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
+    assert_eq!(ids.len(), spans.len(), "distinct span ids");
+    (req, route, otlp::attempts(spans))
+}
+
+fn as_u64(v: &Value) -> u64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}")) as u64
+}
+
+#[tokio::test]
+async fn a_request_is_one_trace_with_genai_attributes() {
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, common::ONE_OPENAI).await;
+    let resp = chat(&h, false, None).await;
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    let spans = r.wait_spans(3).await;
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    let (req, route, attempts) = tree(&spans);
+    assert_eq!(req.parent, "", "a root without a caller's traceparent");
+    assert_eq!(req.kind, 2);
+    assert_eq!(req.service.as_deref(), Some("switchyard"));
+    let d = h.decision(0).await;
+    assert_eq!(
+        d["trace_id"],
+        req.trace_id.as_str(),
+        "the log names the trace"
+    );
+    assert_eq!(req.attr("switchyard.request_id"), &d["request_id"]);
+    assert_eq!(req.attr("switchyard.route"), "chat");
+    assert_eq!(req.attr("http.response.status_code"), 200);
+    assert_eq!(req.attr("switchyard.stream"), false);
+    assert_eq!(req.status, 0);
+    assert_eq!(route.attr("switchyard.route.candidates"), 1);
+    assert_eq!(route.attr("switchyard.route.selected"), "mock/gpt-4o-mini");
+    assert_eq!(attempts.len(), 1);
+    let a = attempts[0];
+    assert_eq!(a.name, "chat chat");
+    assert_eq!(a.attr("gen_ai.operation.name"), "chat");
+    assert_eq!(a.attr("gen_ai.provider.name"), "openai");
+    assert_eq!(a.attr("switchyard.provider"), "mock");
+    assert_eq!(
+        a.attr("gen_ai.request.model"),
+        "chat",
+        "what the client asked for"
+    );
+    assert_eq!(
+        a.attr("gen_ai.response.model"),
+        "gpt-4o-mini",
+        "the upstream model"
+    );
+    assert_eq!(a.attr("switchyard.deployment"), "mock/gpt-4o-mini");
+    assert_eq!(a.attr("switchyard.outcome"), "ok");
+    assert_eq!(a.attr("switchyard.resumed"), false);
+    assert_eq!(a.status, 0);
+    let (input, output) = (
+        body["usage"]["prompt_tokens"].as_u64().unwrap(),
+        body["usage"]["completion_tokens"].as_u64().unwrap(),
+    );
+    assert!(input > 0 && output > 0);
+    assert_eq!(as_u64(a.attr("gen_ai.usage.input_tokens")), input);
+    assert_eq!(as_u64(a.attr("gen_ai.usage.output_tokens")), output);
+    let cost = (input as f64 * 1.0 + output as f64 * 2.0) / 1e6;
+    assert!((a.attr("switchyard.cost_usd").as_f64().unwrap() - cost).abs() < 1e-12);
+    assert!((req.attr("switchyard.cost_usd").as_f64().unwrap() - cost).abs() < 1e-12);
+    // The upstream call went out under the attempt span.
+    assert_eq!(
+        h.mock.requests()[0].header("traceparent").unwrap(),
+        format!("00-{}-{}-01", a.trace_id, a.span_id)
+    );
+}
+
+#[tokio::test]
+async fn a_stream_is_one_trace_whose_attempt_lasts_the_stream() {
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, common::ONE_OPENAI).await;
+    h.mock.set_default(
+        Behavior::text("one two three four")
+            .chunks(4)
+            .chunk_delay(30),
+    );
+    let body = chat(&h, true, None).await.text().await.unwrap();
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    let spans = r.wait_spans(3).await;
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    let (req, _, attempts) = tree(&spans);
+    assert_eq!(req.attr("switchyard.stream"), true);
+    let a = attempts[0];
+    // The call is the whole stream, not just its opening (4 chunks 30 ms apart).
+    assert!(a.end - a.start >= 80_000_000, "{a:#?}");
+    let d = h.decision(0).await;
+    assert_eq!(a.attr("gen_ai.usage.input_tokens"), &d["tokens"]["input"]);
+    assert_eq!(a.attr("gen_ai.usage.output_tokens"), &d["tokens"]["output"]);
+    assert!(as_u64(a.attr("gen_ai.usage.output_tokens")) > 0);
+    assert_eq!(a.attr("gen_ai.response.model"), "gpt-4o-mini");
+}
+
+#[tokio::test]
+async fn the_callers_traceparent_is_joined_and_the_upstream_gets_the_attempt_span() {
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, common::ONE_OPENAI).await;
+    let tp = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    assert_eq!(chat(&h, false, Some(&tp)).await.status(), 200);
+    let spans = r.wait_spans(3).await;
+    let (req, _, attempts) = tree(&spans);
+    assert!(
+        spans.iter().all(|s| s.trace_id == CALLER_TRACE),
+        "{spans:#?}"
+    );
+    assert_eq!(req.parent, CALLER_SPAN);
+    let sent = h.mock.requests()[0]
+        .header("traceparent")
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        sent,
+        format!("00-{CALLER_TRACE}-{}-01", attempts[0].span_id)
+    );
+    assert_ne!(attempts[0].span_id, CALLER_SPAN);
+    assert_eq!(h.decision(0).await["trace_id"], CALLER_TRACE);
+}
+
+#[tokio::test]
+async fn a_retried_request_has_a_span_per_attempt() {
+    let yaml = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a], retry: { attempts: 2 } }
+"#;
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, yaml).await;
+    h.mock
+        .script(vec![Behavior::fixture("openai/error_503_overloaded")]);
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    let spans = r.wait_spans(4).await;
+    assert_eq!(spans.len(), 4, "{spans:#?}");
+    let (_, _, attempts) = tree(&spans);
+    assert_eq!(attempts.len(), 2);
+    let (first, second) = (attempts[0], attempts[1]);
+    assert_eq!(first.attr("switchyard.outcome"), "overloaded");
+    assert_eq!(first.attr("error.type"), "overloaded");
+    assert_eq!(first.attr("http.response.status_code"), 503);
+    assert_eq!(first.status, 2, "error status");
+    assert_eq!(first.attr("gen_ai.response.model"), &Value::Null);
+    assert_eq!(second.attr("switchyard.outcome"), "ok");
+    assert_eq!(second.status, 0);
+    assert!(first.end <= second.start);
+    // Each upstream call named its own attempt span.
+    let sent: Vec<String> = h
+        .mock
+        .requests()
+        .iter()
+        .map(|q| q.header("traceparent").unwrap().to_owned())
+        .collect();
+    let want: Vec<String> = attempts
+        .iter()
+        .map(|a| format!("00-{}-{}-01", a.trace_id, a.span_id))
+        .collect();
+    assert_eq!(sent, want);
+}
+
+#[tokio::test]
+async fn a_resumed_stream_has_spans_for_the_broken_call_and_the_continuation() {
+    let yaml = r#"
+providers:
+  pa: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: pa/a, provider: pa, model: a, capabilities: [streaming, prefill] }
+routes:
+  chat: { targets: [pa/a] }
+"#;
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, yaml).await;
+    h.mock.script(vec![Behavior::fault(Fault::Cut).after(3)]);
+    let body = chat(&h, true, None).await.text().await.unwrap();
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    let spans = r.wait_spans(4).await;
+    assert_eq!(spans.len(), 4, "{spans:#?}");
+    let (_, _, attempts) = tree(&spans);
+    assert_eq!(attempts.len(), 2);
+    let (broken, resumed) = (attempts[0], attempts[1]);
+    assert_eq!(broken.attr("switchyard.resumed"), false);
+    assert_ne!(broken.attr("switchyard.outcome"), "ok");
+    assert_eq!(broken.status, 2);
+    assert_eq!(resumed.attr("switchyard.resumed"), true);
+    assert_eq!(resumed.attr("switchyard.outcome"), "ok");
+    // The broken call ends where the continuation begins.
+    assert!(broken.end <= resumed.start);
+    let d = h.decision(0).await;
+    assert_eq!(d["attempts"][1]["resumed"], true, "{d}");
+    let reqs = h.mock.requests();
+    assert_eq!(
+        reqs[1].header("traceparent").unwrap(),
+        format!("00-{}-{}-01", resumed.trace_id, resumed.span_id)
+    );
+}
+
+#[tokio::test]
+async fn spans_go_over_http_protobuf_too() {
+    let r = Receiver::start_http().await;
+    let h = traced(&r, "http", 1.0, common::ONE_OPENAI).await;
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    let spans = r.wait_spans(3).await;
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    let (req, _, attempts) = tree(&spans);
+    assert_eq!(req.attr("switchyard.route"), "chat");
+    assert_eq!(attempts[0].attr("gen_ai.provider.name"), "openai");
+    assert_eq!(h.decision(0).await["trace_id"], req.trace_id.as_str());
+}
+
+#[tokio::test]
+async fn sampling_zero_exports_nothing_but_a_sampled_in_caller_is_followed() {
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 0.0, common::ONE_OPENAI).await;
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    let unsampled = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-00");
+    assert_eq!(chat(&h, false, Some(&unsampled)).await.status(), 200);
+    // Not sampled: the caller's traceparent goes upstream as it came, and
+    // the log has no trace of ours.
+    let reqs = h.mock.requests();
+    assert_eq!(reqs[0].header("traceparent"), None);
+    assert_eq!(reqs[1].header("traceparent"), Some(unsampled.as_str()));
+    assert_eq!(h.decision(0).await["trace_id"], Value::Null);
+    assert_eq!(h.decision(1).await["trace_id"], CALLER_TRACE);
+    // A sampled-in caller is traced whatever the ratio.
+    let other = "0af7651916cd43dd8448eb211c80319c";
+    let sampled = format!("00-{other}-{CALLER_SPAN}-01");
+    assert_eq!(chat(&h, false, Some(&sampled)).await.status(), 200);
+    let spans = r.wait_spans(3).await;
+    assert_eq!(spans.len(), 3, "only the sampled-in request: {spans:#?}");
+    assert!(spans.iter().all(|s| s.trace_id == other));
+    assert_eq!(r.spans_for(CALLER_TRACE).len(), 0);
+}
+
+#[tokio::test]
+async fn a_collector_that_is_down_costs_counted_spans_not_requests() {
+    // A port nothing listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let obs = otlp::observability(&endpoint, "grpc", 1.0);
+    let h = common::start(&format!("{}\n{obs}", common::ONE_OPENAI)).await;
+    let m = h.metrics().await;
+    assert!(m.contains("switchyard_trace_spans_dropped_total 0"), "{m}");
+    for _ in 0..5 {
+        let started = Instant::now();
+        assert_eq!(chat(&h, false, None).await.status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let mut dropped = 0.0;
+    for _ in 0..150 {
+        let m = h.metrics().await;
+        dropped = m
+            .lines()
+            .find_map(|l| l.strip_prefix("switchyard_trace_spans_dropped_total "))
+            .map(|v| v.trim().parse::<f64>().unwrap())
+            .unwrap_or(0.0);
+        if dropped >= 15.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(dropped, 15.0, "3 spans for each of 5 requests");
+}
+
+#[tokio::test]
+async fn a_reload_changes_the_sampling_and_refuses_to_move_the_exporter() {
+    let r = Receiver::start_grpc().await;
+    let mock = switchyard_mock::MockServer::start("127.0.0.1:0")
+        .await
+        .unwrap();
+    let text = |endpoint: &str, sample: f64| {
+        let obs = otlp::observability(endpoint, "grpc", sample);
+        let yaml = common::ONE_OPENAI.replace("{mock}", &mock.base_url());
+        format!("server: {{ listen: 127.0.0.1:0, admin_listen: 127.0.0.1:0 }}\nusage: {{ store: off }}\n{yaml}\n{obs}")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.yaml");
+    std::fs::write(&path, text(&r.endpoint, 0.0)).unwrap();
+    let cfg = switchyard::config::load_str(&text(&r.endpoint, 0.0), "t.yaml", &|name| {
+        (name == "TEST_KEY").then(|| "sk-test".to_string())
+    })
+    .unwrap();
+    let gw = switchyard::server::start(
+        cfg,
+        switchyard::server::Options {
+            decisions: switchyard::observe::decision_log::DecisionSink::Off,
+            config_path: Some(path.clone()),
+            workers: switchyard::server::Workers::Current,
+        },
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let ask = || {
+        http.post(format!("{}/v1/chat/completions", gw.base_url()))
+            .json(&json!({"model": "chat", "messages": common::user("hi")}))
+            .send()
+    };
+    let reload = || http.post(format!("{}/admin/reload", gw.admin_url())).send();
+    assert_eq!(ask().await.unwrap().status(), 200);
+    // The variable the key names is read from the process environment on
+    // reload: the provider then has no key, which the mock does not check.
+    std::fs::write(
+        &path,
+        text(&r.endpoint, 1.0).replace("    keys: [{ env: TEST_KEY }]\n", ""),
+    )
+    .unwrap();
+    assert_eq!(reload().await.unwrap().status(), 200);
+    assert_eq!(ask().await.unwrap().status(), 200);
+    let spans = r.wait_spans(3).await;
+    assert_eq!(
+        spans.len(),
+        3,
+        "only the request after the reload: {spans:#?}"
+    );
+    std::fs::write(
+        &path,
+        text("http://127.0.0.1:1", 1.0).replace("    keys: [{ env: TEST_KEY }]\n", ""),
+    )
+    .unwrap();
+    let refused = reload().await.unwrap();
+    assert_eq!(refused.status(), 422);
+    let body = refused.text().await.unwrap();
+    assert!(
+        body.contains("otlp_endpoint and otlp_protocol take effect at start-up only"),
+        "{body}"
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn spans_still_queued_at_shutdown_are_exported() {
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, common::ONE_OPENAI).await;
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    // Well within the export delay: the spans are still queued.
+    let common::Harness { gw, mock, .. } = h;
+    gw.shutdown().await;
+    assert_eq!(r.spans().len(), 3, "exported before shutdown returned");
+    drop(mock);
+}
