@@ -15,8 +15,8 @@ import os
 import statistics
 import sys
 
-TARGETS = ["direct", "nginx", "switchyard", "governed", "cached"]
-LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64"]
+TARGETS = ["direct", "nginx", "switchyard", "governed", "cached", "traced"]
+LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64", "o64"]
 LANE_NAME = {
     "c1": "non-stream c=1",
     "c64": "non-stream c=64",
@@ -25,7 +25,10 @@ LANE_NAME = {
     "g1": "governed non-stream c=1",
     "g64": "governed non-stream c=64",
     "h64": "cache hit non-stream c=64",
+    "o64": "traced non-stream c=64",
 }
+# The traced lane (OTLP export on, 100% sampling, a collector running) against the plain one.
+TRACE_CPU_LIMIT = 1.15
 # The cache-hit lane: every request answered from memory, against nginx→mock.
 CACHE_RPS_LIMIT = 1.5
 # The governed lanes (virtual key, budget, rpm/tpm, SQLite usage store) against the plain ones.
@@ -349,6 +352,19 @@ def main():
         checks.append(("Cache hits: every measured request a hit",
                        f"{cached['hits']} hits, {cached['misses']} miss(es), {cached['entries']} entry",
                        cached["misses"] <= 1 and cached["hits"] > 0))
+    tc, pc2 = get("traced", "o64", "cpu"), get("switchyard", "o64", "cpu")
+    name = f"Traced CPU/request, c=64 (100% sampled, exported): ≤ {TRACE_CPU_LIMIT:g}× the plain lane's (same run)"
+    if tc is not None and pc2:
+        r = tc / pc2
+        checks.append((name, f"{tc:.1f} / {pc2:.1f} µs = {r:.2f}×", r <= TRACE_CPU_LIMIT))
+    else:
+        checks.append((name, "lane o64 not run", None))
+    traced = load_json("traced.json")
+    if traced:
+        want = 3 * traced["requests"]
+        checks.append(("Traced: the collector got every request's spans (request, route, attempt)",
+                       f"{traced['spans']} spans in {traced['exports']} exports for {traced['requests']} requests "
+                       f"({traced['dropped']} dropped)", traced["spans"] >= want and traced["dropped"] == 0))
     gov = load_json("governed.json")
     if gov:
         ok = gov["rows"] == gov["requests"] and gov["dropped"] == 0

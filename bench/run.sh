@@ -10,7 +10,9 @@
 #   LOADGEN (oha | wrk; default oha, wrk used if oha cannot be installed),
 #   MOCK_PORT 18081, NGINX_PORT 18082, GW_PORT 18080, ADMIN_PORT 19090,
 #   GOV_PORT 18083, GOV_ADMIN_PORT 19091 (the governed gateway), STORE_ROWS (200000),
-#   CACHE_PORT 18084, CACHE_ADMIN_PORT 19092 (the caching gateway, lane h64).
+#   CACHE_PORT 18084, CACHE_ADMIN_PORT 19092 (the caching gateway, lane h64),
+#   TRACE_PORT 18085, TRACE_ADMIN_PORT 19093, OTLP_PORT 14317 (+1: its counts) (the traced
+#   gateway and its OTLP collector, lane o64).
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,7 +21,7 @@ DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
 C1_SLICES="${C1_SLICES:-5}"
-LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64 h64}"
+LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64}"
 TTFB_N="${TTFB_N:-300}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -33,6 +35,9 @@ GOV_ADMIN_PORT="${GOV_ADMIN_PORT:-19091}"
 STORE_ROWS="${STORE_ROWS:-200000}"
 CACHE_PORT="${CACHE_PORT:-18084}"
 CACHE_ADMIN_PORT="${CACHE_ADMIN_PORT:-19092}"
+TRACE_PORT="${TRACE_PORT:-18085}"
+TRACE_ADMIN_PORT="${TRACE_ADMIN_PORT:-19093}"
+OTLP_PORT="${OTLP_PORT:-14317}"
 # The governed gateway's virtual key (a bench-only value, not a secret).
 GOV_KEY="sy-bench-governed-key"
 
@@ -51,7 +56,7 @@ LOG_TAG=bench
 source "$BENCH/lib.sh"
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 [ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
@@ -88,7 +93,7 @@ if [ "$LOADGEN" = wrk ] && ! command -v wrk >/dev/null; then apt_install wrk; fi
 if [ "$SKIP_BUILD" != 1 ]; then
   for attempt in 1 2 3; do
     log "cargo build --release -p switchyard (attempt $attempt)"
-    if (cd "$ROOT" && cargo build --release -p switchyard --bin switchyard --example usage_writer >"$RES/build.log" 2>&1); then break; fi
+    if (cd "$ROOT" && cargo build --release -p switchyard --bin switchyard --example usage_writer --example otlp_sink >"$RES/build.log" 2>&1); then break; fi
     [ "$attempt" = 3 ] && die "build failed 3 times; see bench/results/build.log"
     log "build failed (maybe a crate is mid-edit); retrying in 60 s"; sleep 60
   done
@@ -110,7 +115,8 @@ else
   PINNER=(); PIN_DESC="none"
 fi
 
-for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT" "$CACHE_PORT" "$CACHE_ADMIN_PORT"; do
+for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT" "$CACHE_PORT" "$CACHE_ADMIN_PORT" \
+         "$TRACE_PORT" "$TRACE_ADMIN_PORT" "$OTLP_PORT" "$((OTLP_PORT + 1))"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
 
@@ -256,6 +262,12 @@ grep -q "pricing:" "$RES/governed.yaml" || die "governed.yaml: the deployment wa
 sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen: 127.0.0.1:$CACHE_PORT, admin_listen: 127.0.0.1:$CACHE_ADMIN_PORT/" \
     "$RES/switchyard.yaml" >"$RES/cached.yaml"
 echo "cache: { backend: memory, when: deterministic }" >>"$RES/cached.yaml"
+# The traced gateway: the plain one exporting every request's spans (100% sampling) over
+# OTLP/gRPC to a real collector (examples/otlp_sink: decodes and counts them).
+sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen: 127.0.0.1:$TRACE_PORT, admin_listen: 127.0.0.1:$TRACE_ADMIN_PORT/" \
+    -e "s|^observability: .*|observability: { log_format: json, log_requests: true, otlp_endpoint: \"http://127.0.0.1:$OTLP_PORT\", otlp_protocol: grpc, trace_sample: 1.0 }|" \
+    "$RES/switchyard.yaml" >"$RES/traced.yaml"
+grep -q "otlp_endpoint" "$RES/traced.yaml" || die "traced.yaml: no otlp_endpoint"
 start_gateway() { # NAME CONFIG ADMIN_PORT PORT -> PID in STARTED_PID
   local name=$1 cfg=$2 admin=$3 port=$4 pid
   # stdout carries one JSON decision-log line per request: discarded.
@@ -274,6 +286,13 @@ start_gateway switchyard "$RES/switchyard.yaml" "$ADMIN_PORT" "$GW_PORT"; SY_PID
 GOV_PID=""
 if has_lane g1 || has_lane g64; then
   start_gateway governed "$RES/governed.yaml" "$GOV_ADMIN_PORT" "$GOV_PORT"; GOV_PID=$STARTED_PID
+fi
+TRACE_PID=""
+if has_lane o64; then
+  "$ROOT/target/release/examples/otlp_sink" "127.0.0.1:$OTLP_PORT" >"$RAW/otlp_sink.log" 2>&1 &
+  OTLP_PID=$!; PIDS+=("$OTLP_PID")
+  wait_port "$OTLP_PORT" "$OTLP_PID" otlp_sink
+  start_gateway traced "$RES/traced.yaml" "$TRACE_ADMIN_PORT" "$TRACE_PORT"; TRACE_PID=$STARTED_PID
 fi
 CACHE_PID=""
 if has_lane h64; then
@@ -381,7 +400,7 @@ if has_lane t64 || has_lane ts64; then
 fi
 
 # ---------------------------------------------------------------- measuring helpers
-target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; esac; }
+target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; esac; }
 # The header a target's requests carry (the governed gateway's virtual key).
 target_hdr() { case "$1" in governed) echo "authorization: Bearer $GOV_KEY";; *) echo "";; esac; }
 # PIDs of the proxy under test (none for direct)
@@ -391,6 +410,7 @@ proxy_pids() {
     switchyard) echo "$SY_PID";;
     governed) echo "$GOV_PID";;
     cached) echo "$CACHE_PID";;
+    traced) echo "$TRACE_PID";;
   esac
 }
 cpu_ticks() { # sum utime+stime (clock ticks) over pids
@@ -585,7 +605,7 @@ for lane in $LANES; do
   case "$lane" in
     t64|ts64) NRUNS=$((NRUNS + 6)); ref=c64; [ "$lane" = ts64 ] && ref=s64
               has_lane "$ref" || NRUNS=$((NRUNS + 1));;
-    g64|h64) NRUNS=$((NRUNS + 2));;
+    g64|h64|o64) NRUNS=$((NRUNS + 2));;
     *) NRUNS=$((NRUNS + 3));;
   esac
 done
@@ -622,6 +642,12 @@ for rep in $(seq "$REPEATS"); do
         for target in nginx cached; do
           measure "$target" h64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
             64 "$BODY_DET" "" "$rep"
+        done;;
+      o64)
+        # The same requests as the plain lane, each one traced and exported.
+        for target in switchyard traced; do
+          measure "$target" o64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+            64 "$BODY_NS" "" "$rep"
         done;;
       g64)
         for target in switchyard governed; do
@@ -685,6 +711,20 @@ print(json.dumps({"hits": int(val("switchyard_cache_requests_total{result="hit"}
                   "misses": int(val("switchyard_cache_requests_total{result="miss"}")),
                   "entries": int(val("switchyard_cache_entries"))}))' >"$RAW/cached.json"
   log "cached: $(cat "$RAW/cached.json")"
+fi
+if [ -n "$TRACE_PID" ]; then
+  # What the collector got against what the gateway served and dropped (after its last batch).
+  sleep 1
+  python3 - "http://127.0.0.1:$TRACE_ADMIN_PORT/metrics" "http://127.0.0.1:$((OTLP_PORT + 1))/" >"$RAW/traced.json" <<'PY'
+import json, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1]).read().decode()
+total = lambda name: sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(name))
+got = json.loads(urllib.request.urlopen(sys.argv[2]).read())
+print(json.dumps({"requests": int(total("switchyard_requests_total{")),
+                  "dropped": int(total("switchyard_trace_spans_dropped_total")),
+                  "spans": got["spans"], "exports": got["requests"]}))
+PY
+  log "traced: $(cat "$RAW/traced.json")"
 fi
 STORE_BIN="$ROOT/target/release/examples/usage_writer"
 if [ -x "$STORE_BIN" ] && [ "$STORE_ROWS" -gt 0 ]; then

@@ -396,3 +396,43 @@ async fn spans_still_queued_at_shutdown_are_exported() {
     assert_eq!(r.spans().len(), 3, "exported before shutdown returned");
     drop(mock);
 }
+
+#[tokio::test]
+async fn a_cached_request_traces_its_lookup_and_no_upstream_call() {
+    let r = Receiver::start_grpc().await;
+    let yaml = format!("{}\ncache: {{ backend: memory }}\n", common::ONE_OPENAI);
+    let h = traced(&r, "grpc", 1.0, &yaml).await;
+    let ask = || {
+        reqwest::Client::new()
+            .post(h.url("/v1/chat/completions"))
+            .json(&json!({"model": "chat", "temperature": 0, "messages": common::user("again?")}))
+            .send()
+    };
+    assert_eq!(ask().await.unwrap().headers()["x-switchyard-cache"], "miss");
+    let hit = ask().await.unwrap();
+    assert_eq!(hit.headers()["x-switchyard-cache"], "hit");
+    // Miss: request, cache, route, attempt. Hit: request, cache.
+    let spans = r.wait_spans(6).await;
+    let traces: std::collections::BTreeSet<&str> =
+        spans.iter().map(|s| s.trace_id.as_str()).collect();
+    assert_eq!(traces.len(), 2, "{spans:#?}");
+    let d = h.decision(1).await;
+    let hit_spans = r.spans_for(d["trace_id"].as_str().unwrap());
+    let names: Vec<&str> = hit_spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(hit_spans.len(), 2, "{names:?}");
+    let (req, cache) = (
+        otlp::one(&hit_spans, "switchyard.request"),
+        otlp::one(&hit_spans, "switchyard.cache"),
+    );
+    assert_eq!(cache.parent, req.span_id);
+    assert_eq!(cache.attr("switchyard.cache.result"), "hit");
+    assert_eq!(req.attr("switchyard.cache"), "hit");
+    assert!(otlp::attempts(&hit_spans).is_empty(), "no upstream call");
+    let d0 = h.decision(0).await;
+    let miss_spans = r.spans_for(d0["trace_id"].as_str().unwrap());
+    assert_eq!(
+        otlp::one(&miss_spans, "switchyard.cache").attr("switchyard.cache.result"),
+        "miss"
+    );
+    assert_eq!(otlp::attempts(&miss_spans).len(), 1);
+}
