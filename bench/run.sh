@@ -703,13 +703,14 @@ PY
 fi
 if [ -n "$CACHE_PID" ]; then
   # Every measured request was a hit: the upstream saw one miss per run of the gateway.
-  curl -s "http://127.0.0.1:$CACHE_ADMIN_PORT/metrics" | python3 -c '
-import json, sys
-text = sys.stdin.read()
+  python3 - "http://127.0.0.1:$CACHE_ADMIN_PORT/metrics" >"$RAW/cached.json" <<'PY'
+import json, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1]).read().decode()
 val = lambda name: sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(name))
-print(json.dumps({"hits": int(val("switchyard_cache_requests_total{result="hit"}")),
-                  "misses": int(val("switchyard_cache_requests_total{result="miss"}")),
-                  "entries": int(val("switchyard_cache_entries"))}))' >"$RAW/cached.json"
+print(json.dumps({"hits": int(val('switchyard_cache_requests_total{result="hit"}')),
+                  "misses": int(val('switchyard_cache_requests_total{result="miss"}')),
+                  "entries": int(val("switchyard_cache_entries"))}))
+PY
   log "cached: $(cat "$RAW/cached.json")"
 fi
 if [ -n "$TRACE_PID" ]; then

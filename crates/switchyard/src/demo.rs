@@ -69,6 +69,10 @@ routes:
     targets: [mock-openai/gpt-4o-mini]
     fallbacks: [mock-gemini/gemini-flash]
 
+# Ask twice with `"temperature": 0` and the second answer comes from here
+# (`x-switchyard-cache: hit`).
+cache: {{ backend: memory, ttl: 5m }}
+
 observability:
   log_format: pretty
 "#

@@ -510,9 +510,9 @@ async fn purge_without_a_cache_says_so() {
 }
 
 #[tokio::test]
-async fn a_hit_spends_nothing_of_a_budget() {
+async fn a_hit_spends_nothing_of_a_budget_or_a_rate_limit() {
     let yaml = format!(
-        "{CACHED}clients:\n  - {{ id: team, key_env: CLIENT_KEY, budget: {{ usd: 1, per: day }} }}\n"
+        "{CACHED}clients:\n  - {{ id: team, key_env: CLIENT_KEY, rpm: 1, budget: {{ usd: 1, per: day }} }}\n"
     );
     let h = common::start(&yaml).await;
     let auth = [("authorization", "Bearer client-secret")];
@@ -532,4 +532,47 @@ async fn a_hit_spends_nothing_of_a_budget() {
     let left = common::header_f64(&r, "x-switchyard-budget-remaining-usd");
     assert!((left - (1.0 - before)).abs() < 1e-6, "{left} vs {before}");
     assert_eq!(spent(h.admin_json("/admin/clients").await), before);
+    // The hit took nothing of `rpm: 1` either: a new question is the
+    // second request of the minute, and refused.
+    let other = send(&h, "/v1/chat/completions", &chat("Another?"), &auth).await;
+    assert_eq!(other.status, 429, "{}", other.body);
+    assert_eq!(h.mock.request_count(), 1);
+}
+
+/// The README's demo claim: the second identical deterministic request is a
+/// hit, and the dashboard is on the admin listener.
+#[tokio::test]
+async fn the_demo_caches_deterministic_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = switchyard::demo::start("127.0.0.1:0", "127.0.0.1:0")
+        .await
+        .unwrap();
+    let mut config = demo.config;
+    config.usage.store = switchyard::config::UsageBackend::Sqlite {
+        path: dir.path().join("demo.db").display().to_string(),
+    };
+    let gw = switchyard::server::start(
+        config,
+        switchyard::server::Options {
+            decisions: switchyard::observe::decision_log::DecisionSink::Off,
+            config_path: None,
+            workers: switchyard::server::Workers::Current,
+        },
+    )
+    .await
+    .unwrap();
+    let ask = || {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", gw.base_url()))
+            .json(&json!({"model": "chat", "temperature": 0, "messages": common::user("Hello!")}))
+            .send()
+    };
+    assert_eq!(ask().await.unwrap().headers()["x-switchyard-cache"], "miss");
+    let hit = ask().await.unwrap();
+    assert_eq!(hit.headers()["x-switchyard-cache"], "hit");
+    assert_eq!(common::header_f64(&hit, "x-switchyard-cost-usd"), 0.0);
+    assert_eq!(demo.mock.request_count(), 1);
+    let page = reqwest::get(format!("{}/", gw.admin_url())).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("switchyard"));
 }

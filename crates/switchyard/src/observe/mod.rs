@@ -7,5 +7,6 @@ pub mod decision_log;
 mod log_line;
 pub mod logging;
 pub mod metrics;
+pub mod otlp;
 pub mod redact;
 pub mod trace;

@@ -10,49 +10,49 @@
 //!     per upstream call that was sent, retries and resumed continuations
 //!     included; the upstream got a `traceparent` naming it.
 //!
-//! Not the SDK's batch span processor: it keeps its count of dropped spans
-//! to itself and does not count a failed export as dropped at all. Here a
-//! full queue and a batch the collector did not take are both counted in
+//! Spans are written in the OTLP wire format as the request ends
+//! (`observe::otlp`, where the figure that ruled out the SDK's span model
+//! is) and exported in batches by one task. A full queue and a batch the
+//! collector did not take are both counted in
 //! `switchyard_trace_spans_dropped_total`; the request never waits on
 //! either.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
-};
-use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter as _, SpanLinks};
+use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Sink;
 use crate::config::{Observability, OtlpProtocol};
 use crate::observe::ctx::{AttemptLog, RequestCtx};
+use crate::observe::otlp::{self, Kind, SpanOut, Val};
 use crate::observe::trace::{new_span_id, TraceCtx};
 
-/// Requests' spans waiting for export; past this they are dropped.
-const QUEUE: usize = 2048;
+/// Requests' spans waiting for export (a tick's worth at ~80k requests
+/// a second); past this they are dropped.
+const QUEUE: usize = 4096;
 /// Spans in one export.
 const BATCH: usize = 512;
-/// How long spans wait for more to share their export.
-const DELAY: Duration = Duration::from_millis(200);
-/// One export, retries included, before its spans count as dropped.
+/// How often the queue is drained: how long a span waits for its export.
+const TICK: Duration = Duration::from_millis(50);
+/// One export before its spans count as dropped.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const SCOPE: &str = "switchyard";
+const SERVICE: &str = "switchyard";
 
 enum Msg {
-    Spans(Vec<SpanData>),
+    /// One request's spans, encoded (`otlp::push_span`), and how many.
+    Spans(Vec<u8>, u32),
     Flush(oneshot::Sender<()>),
 }
 
 pub struct TraceSink {
     tx: mpsc::Sender<Msg>,
     dropped: Counter,
-    scope: InstrumentationScope,
 }
 
 impl TraceSink {
@@ -61,13 +61,10 @@ impl TraceSink {
         let Some(endpoint) = &o.otlp_endpoint else {
             return Err("observability.otlp_endpoint is not set".into());
         };
-        let exporter = exporter(endpoint, o.otlp_protocol)?;
+        let exporter = Exporter::new(endpoint, o.otlp_protocol)?;
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(export_loop(rx, exporter, dropped.clone()));
-        let scope = InstrumentationScope::builder("switchyard")
-            .with_version(env!("CARGO_PKG_VERSION"))
-            .build();
-        Ok(Arc::new(TraceSink { tx, dropped, scope }))
+        Ok(Arc::new(TraceSink { tx, dropped }))
     }
 
     /// Export what is queued (shutdown); `false` when that took longer
@@ -85,39 +82,70 @@ impl TraceSink {
 impl Sink for TraceSink {
     fn finished(&self, r: &RequestCtx) {
         let Some(t) = r.trace else { return };
-        let spans = spans(r, &t, &self.scope);
-        let n = spans.len() as u64;
-        if self.tx.try_send(Msg::Spans(spans)).is_err() {
-            self.dropped.inc_by(n);
+        let (bytes, n) = spans(r, &t);
+        if self.tx.try_send(Msg::Spans(bytes, n)).is_err() {
+            self.dropped.inc_by(u64::from(n));
         }
     }
 }
 
-fn exporter(
-    endpoint: &str,
-    protocol: OtlpProtocol,
-) -> Result<opentelemetry_otlp::SpanExporter, String> {
-    let builder = opentelemetry_otlp::SpanExporter::builder();
-    let built = match protocol {
-        OtlpProtocol::Grpc => builder
-            .with_tonic()
-            .with_endpoint(endpoint)
-            .with_timeout(EXPORT_TIMEOUT)
-            .build(),
-        OtlpProtocol::Http => builder
-            .with_http()
-            .with_endpoint(http_traces_url(endpoint))
-            .with_timeout(EXPORT_TIMEOUT)
-            .with_http_client(otlp_http::Client)
-            .build(),
-    };
-    let mut exporter = built.map_err(|e| format!("observability.otlp_endpoint: {e}"))?;
-    exporter.set_resource(
-        &opentelemetry_sdk::Resource::builder()
-            .with_service_name("switchyard")
-            .build(),
-    );
-    Ok(exporter)
+/// Where batches go: OTLP/gRPC (tonic, the `TraceService/Export` call with
+/// the request already encoded) or OTLP/HTTP (protobuf, through the
+/// gateway's own upstream client: pooled, rustls).
+enum Exporter {
+    Grpc(tonic::client::Grpc<tonic::transport::Channel>),
+    Http(http::Uri),
+}
+
+impl Exporter {
+    fn new(endpoint: &str, protocol: OtlpProtocol) -> Result<Exporter, String> {
+        let bad = |e: &dyn std::fmt::Display| format!("observability.otlp_endpoint: {e}");
+        match protocol {
+            OtlpProtocol::Grpc => {
+                let mut ep = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+                    .map_err(|e| bad(&e))?
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .timeout(EXPORT_TIMEOUT);
+                if endpoint.starts_with("https://") {
+                    let tls = tonic::transport::ClientTlsConfig::new().with_webpki_roots();
+                    ep = ep.tls_config(tls).map_err(|e| bad(&e))?;
+                }
+                Ok(Exporter::Grpc(tonic::client::Grpc::new(ep.connect_lazy())))
+            }
+            OtlpProtocol::Http => http_traces_url(endpoint)
+                .parse()
+                .map(Exporter::Http)
+                .map_err(|e| bad(&e)),
+        }
+    }
+
+    async fn send(&mut self, body: Vec<u8>) -> Result<(), String> {
+        match self {
+            Exporter::Grpc(grpc) => {
+                grpc.ready().await.map_err(|e| e.to_string())?;
+                let path = http::uri::PathAndQuery::from_static(
+                    "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                );
+                grpc.unary(tonic::Request::new(Bytes::from(body)), path, raw::Raw)
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| format!("{}: {}", s.code(), s.message()))
+            }
+            Exporter::Http(uri) => {
+                let req = http::Request::post(uri.clone())
+                    .header(http::header::CONTENT_TYPE, "application/x-protobuf")
+                    .body(Bytes::from(body))
+                    .map_err(|e| e.to_string())?;
+                let resp = crate::upstream::client::request(CONNECT_TIMEOUT, req)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match resp.status() {
+                    s if s.is_success() => Ok(()),
+                    s => Err(format!("the collector answered {s}")),
+                }
+            }
+        }
+    }
 }
 
 /// OTLP/HTTP's traces path under the configured endpoint.
@@ -129,241 +157,221 @@ fn http_traces_url(endpoint: &str) -> String {
     }
 }
 
-/// Batch what arrives (up to `BATCH` spans or `DELAY`), export it, count
-/// what the collector did not take. One export at a time: while the
-/// collector is slow the queue fills, and the rest is dropped at the door.
-async fn export_loop(
-    mut rx: mpsc::Receiver<Msg>,
-    exporter: opentelemetry_otlp::SpanExporter,
-    dropped: Counter,
-) {
+/// Every `TICK`, take what queued meanwhile and export it (`BATCH` spans
+/// at a time), counting what the collector did not take. Requests never
+/// wake this task (waiting on the queue cost a task wakeup per request,
+/// often on the other core); draining on a timer costs one per tick. One
+/// export at a time: while the collector is slow the queue fills, and the
+/// rest is dropped at the door.
+async fn export_loop(mut rx: mpsc::Receiver<Msg>, mut exporter: Exporter, dropped: Counter) {
     let failing = AtomicBool::new(false);
-    let mut batch: Vec<SpanData> = Vec::new();
-    while let Some(first) = rx.recv().await {
-        let mut flushed = take(first, &mut batch);
-        let by = tokio::time::Instant::now() + DELAY;
-        while flushed.is_none() && batch.len() < BATCH {
-            match tokio::time::timeout_at(by, rx.recv()).await {
-                Ok(Some(m)) => flushed = take(m, &mut batch),
-                Ok(None) | Err(_) => break,
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut batch = Batch::default();
+    loop {
+        tick.tick().await;
+        loop {
+            let m = match rx.try_recv() {
+                Ok(m) => m,
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    batch.export(&mut exporter, &dropped, &failing).await;
+                    return;
+                }
+            };
+            match m {
+                Msg::Spans(b, n) => batch.add(&b, n),
+                Msg::Flush(done) => {
+                    batch.export(&mut exporter, &dropped, &failing).await;
+                    let _ = done.send(());
+                }
+            }
+            if batch.spans >= BATCH {
+                batch.export(&mut exporter, &dropped, &failing).await;
             }
         }
-        if !batch.is_empty() {
-            export(&exporter, std::mem::take(&mut batch), &dropped, &failing).await;
+        batch.export(&mut exporter, &dropped, &failing).await;
+    }
+}
+
+/// Encoded spans of several requests, back to back.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    spans: usize,
+}
+
+impl Batch {
+    fn add(&mut self, b: &[u8], n: u32) {
+        self.bytes.extend_from_slice(b);
+        self.spans += n as usize;
+    }
+
+    async fn export(&mut self, exporter: &mut Exporter, dropped: &Counter, failing: &AtomicBool) {
+        if self.spans == 0 {
+            return;
         }
-        if let Some(done) = flushed {
-            let _ = done.send(());
+        let n = std::mem::take(&mut self.spans) as u64;
+        let body = otlp::export_request(SERVICE, SCOPE, env!("CARGO_PKG_VERSION"), &self.bytes);
+        self.bytes.clear();
+        let sent = tokio::time::timeout(EXPORT_TIMEOUT, exporter.send(body)).await;
+        match sent.unwrap_or_else(|_| Err("timed out".into())) {
+            Ok(()) => {
+                if failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!("trace export: the collector takes spans again");
+                }
+            }
+            Err(e) => {
+                dropped.inc_by(n);
+                if !failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "trace export failed, spans are dropped until it works again: {e}"
+                    );
+                }
+            }
         }
     }
 }
 
-/// Add a message's spans to the batch; a flush request is answered once
-/// the batch is out.
-fn take(m: Msg, batch: &mut Vec<SpanData>) -> Option<oneshot::Sender<()>> {
-    match m {
-        Msg::Spans(s) => {
-            batch.extend(s);
-            None
-        }
-        Msg::Flush(done) => Some(done),
-    }
+/// Nanoseconds since the Unix epoch.
+fn nanos(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-async fn export(
-    exporter: &opentelemetry_otlp::SpanExporter,
-    batch: Vec<SpanData>,
-    dropped: &Counter,
-    failing: &AtomicBool,
-) {
-    let n = batch.len() as u64;
-    // The exporter bounds itself; this bounds a misbehaving one too.
-    let result = tokio::time::timeout(EXPORT_TIMEOUT * 2, exporter.export(batch)).await;
-    match result {
-        Ok(Ok(())) => {
-            if failing.swap(false, Ordering::Relaxed) {
-                tracing::info!("trace export: the collector takes spans again");
-            }
-        }
-        Ok(Err(e)) => {
-            dropped.inc_by(n);
-            if !failing.swap(true, Ordering::Relaxed) {
-                tracing::warn!("trace export failed, spans are dropped until it works again: {e}");
-            }
-        }
-        Err(_) => {
-            dropped.inc_by(n);
-            if !failing.swap(true, Ordering::Relaxed) {
-                tracing::warn!("trace export timed out, spans are dropped until it works again");
-            }
-        }
-    }
-}
-
-/// Every span of one finished request.
-fn spans(r: &RequestCtx, t: &TraceCtx, scope: &InstrumentationScope) -> Vec<SpanData> {
-    let end = r.ts + r.took();
-    let mut out = Vec::with_capacity(4 + r.attempts.len());
+/// Every span of one finished request, encoded, and how many.
+fn spans(r: &RequestCtx, t: &TraceCtx) -> (Vec<u8>, u32) {
+    let mut out = Vec::with_capacity(512 + 320 * r.attempts.len());
+    let mut n = 0;
+    let mut attrs: Vec<(&str, Val<'_>)> = Vec::with_capacity(16);
+    let mut end = nanos(r.ts + r.took());
     if let Some(p) = r.plan_timing {
-        let attrs = route_attributes(r);
-        let s = Span::child(t, "switchyard.route", p.started, p.started + p.took);
-        out.push(s.data(attrs, Status::Unset, scope));
+        route_attributes(r, &mut attrs);
+        let (s, e) = (nanos(p.started), nanos(p.started + p.took));
+        push(&mut out, &child(t, "switchyard.route", s, e, &attrs, None));
+        end = end.max(e);
+        n += 1;
     }
     if let Some(c) = r.cache_lookup {
-        let attrs = vec![KeyValue::new("switchyard.cache.result", r.cache)];
-        let s = Span::child(t, "switchyard.cache", c.started, c.started + c.took);
-        out.push(s.data(attrs, Status::Unset, scope));
+        attrs.clear();
+        attrs.push(("switchyard.cache.result", Val::Str(r.cache)));
+        let (s, e) = (nanos(c.started), nanos(c.started + c.took));
+        push(&mut out, &child(t, "switchyard.cache", s, e, &attrs, None));
+        end = end.max(e);
+        n += 1;
     }
+    let model = r.model.as_deref().unwrap_or("");
+    let mut name = String::new();
     for (i, a) in r.attempts.iter().enumerate().filter(|(_, a)| a.sent) {
-        out.push(attempt_span(r, t, i, a, end, scope));
+        attrs.clear();
+        attempt_attributes(r, a, &mut attrs);
+        name.clear();
+        name.push_str(a.span.operation);
+        name.push(' ');
+        name.push_str(model);
+        let ok = a.outcome == "ok";
+        let span = SpanOut {
+            // Not traced when it was sent (cannot happen today): an id of its own.
+            span_id: if a.span.span_id == 0 {
+                new_span_id()
+            } else {
+                a.span.span_id
+            },
+            kind: Kind::Client,
+            name: &name,
+            start_ns: nanos(a.span.started),
+            end_ns: nanos(attempt_end(r, i, a, r.ts + r.took())),
+            ..child(t, "", 0, 0, &attrs, (!ok).then_some(a.outcome))
+        };
+        end = end.max(span.end_ns);
+        push(&mut out, &span);
+        n += 1;
     }
     // The request lasted at least as long as its parts (their clocks are
     // read at different moments).
-    let end = out.iter().map(|s| s.end_time).fold(end, SystemTime::max);
-    out.push(request_span(r, t, end, scope));
-    out
-}
-
-/// One span's identity and place, before its attributes.
-struct Span {
-    trace_id: u128,
-    span_id: u64,
-    parent: u64,
-    remote_parent: bool,
-    kind: SpanKind,
-    name: Cow<'static, str>,
-    start: SystemTime,
-    end: SystemTime,
-}
-
-impl Span {
-    /// A span under the request's.
-    fn child(t: &TraceCtx, name: &'static str, start: SystemTime, end: SystemTime) -> Span {
-        Span {
-            trace_id: t.trace_id,
-            span_id: new_span_id(),
-            parent: t.span_id,
-            remote_parent: false,
-            kind: SpanKind::Internal,
-            name: Cow::Borrowed(name),
-            start,
-            end,
-        }
-    }
-
-    fn data(
-        self,
-        attributes: Vec<KeyValue>,
-        status: Status,
-        scope: &InstrumentationScope,
-    ) -> SpanData {
-        SpanData {
-            span_context: SpanContext::new(
-                TraceId::from(self.trace_id),
-                SpanId::from(self.span_id),
-                TraceFlags::SAMPLED,
-                false,
-                TraceState::NONE,
-            ),
-            parent_span_id: SpanId::from(self.parent),
-            parent_span_is_remote: self.remote_parent,
-            span_kind: self.kind,
-            name: self.name,
-            start_time: self.start,
-            end_time: self.end.max(self.start),
-            attributes,
-            dropped_attributes_count: 0,
-            events: SpanEvents::default(),
-            links: SpanLinks::default(),
-            status,
-            instrumentation_scope: scope.clone(),
-        }
-    }
-}
-
-fn request_span(
-    r: &RequestCtx,
-    t: &TraceCtx,
-    end: SystemTime,
-    scope: &InstrumentationScope,
-) -> SpanData {
-    let mut attrs = vec![
-        KeyValue::new("switchyard.request_id", r.request_id.clone()),
-        KeyValue::new("switchyard.stream", r.stream),
-        KeyValue::new("http.response.status_code", i64::from(r.status)),
-        KeyValue::new("switchyard.cache", r.cache),
-    ];
-    if let Some(route) = &r.route {
-        attrs.push(KeyValue::new("switchyard.route", route.clone()));
-    }
-    if let Some(client) = &r.client {
-        attrs.push(KeyValue::new("switchyard.client", client.clone()));
-    }
-    if let Some(model) = &r.model {
-        attrs.push(KeyValue::new("gen_ai.request.model", model.clone()));
-    }
-    if let Some(cost) = r.cost_usd {
-        attrs.push(KeyValue::new("switchyard.cost_usd", cost));
-    }
-    if let Some(e) = r.error {
-        attrs.push(KeyValue::new("error.type", e));
-    }
-    let span = Span {
+    attrs.clear();
+    request_attributes(r, &mut attrs);
+    let request = SpanOut {
         trace_id: t.trace_id,
         span_id: t.span_id,
         parent: t.parent.unwrap_or(0),
         remote_parent: t.parent.is_some(),
-        kind: SpanKind::Server,
-        name: Cow::Borrowed("switchyard.request"),
-        start: r.ts,
-        end,
+        name: "switchyard.request",
+        kind: Kind::Server,
+        start_ns: nanos(r.ts),
+        end_ns: end,
+        attrs: &attrs,
+        error: r.error,
     };
-    span.data(attrs, error_status(r.error), scope)
+    push(&mut out, &request);
+    (out, n + 1)
 }
 
-fn route_attributes(r: &RequestCtx) -> Vec<KeyValue> {
-    let mut attrs = vec![KeyValue::new(
-        "switchyard.route.candidates",
-        r.candidates.len() as i64,
-    )];
-    if let Some(s) = &r.selected {
-        attrs.push(KeyValue::new("switchyard.route.selected", s.clone()));
-    }
-    if let Some(reason) = r.decision_reason {
-        attrs.push(KeyValue::new("switchyard.route.decision_reason", reason));
-    }
-    if let Some(f) = r.fallback_reason {
-        attrs.push(KeyValue::new("switchyard.route.fallback_reason", f));
-    }
-    attrs
+fn push(out: &mut Vec<u8>, s: &SpanOut<'_>) {
+    otlp::push_span(out, s);
 }
 
-fn attempt_span(
-    r: &RequestCtx,
+/// A span under the request's.
+fn child<'a>(
     t: &TraceCtx,
-    i: usize,
-    a: &AttemptLog,
-    request_end: SystemTime,
-    scope: &InstrumentationScope,
-) -> SpanData {
-    let model = r.model.as_deref().unwrap_or("");
-    let span = Span {
+    name: &'a str,
+    start_ns: u64,
+    end_ns: u64,
+    attrs: &'a [(&'a str, Val<'a>)],
+    error: Option<&'a str>,
+) -> SpanOut<'a> {
+    SpanOut {
         trace_id: t.trace_id,
-        // Not traced when it was sent (cannot happen today): an id of its own.
-        span_id: if a.span.span_id == 0 {
-            new_span_id()
-        } else {
-            a.span.span_id
-        },
+        span_id: new_span_id(),
         parent: t.span_id,
         remote_parent: false,
-        kind: SpanKind::Client,
-        name: Cow::Owned(format!("{} {model}", a.span.operation)),
-        start: a.span.started,
-        end: attempt_end(r, i, a, request_end),
-    };
-    let ok = a.outcome == "ok";
-    let status = error_status((!ok).then_some(a.outcome));
-    span.data(attempt_attributes(r, a), status, scope)
+        name,
+        kind: Kind::Internal,
+        start_ns,
+        end_ns,
+        attrs,
+        error,
+    }
+}
+
+fn request_attributes<'a>(r: &'a RequestCtx, attrs: &mut Vec<(&'static str, Val<'a>)>) {
+    attrs.extend([
+        ("switchyard.request_id", Val::Str(&r.request_id)),
+        ("switchyard.stream", Val::Bool(r.stream)),
+        ("http.response.status_code", Val::Int(i64::from(r.status))),
+        ("switchyard.cache", Val::Str(r.cache)),
+    ]);
+    if let Some(route) = &r.route {
+        attrs.push(("switchyard.route", Val::Str(route)));
+    }
+    if let Some(client) = &r.client {
+        attrs.push(("switchyard.client", Val::Str(client)));
+    }
+    if let Some(model) = &r.model {
+        attrs.push(("gen_ai.request.model", Val::Str(model)));
+    }
+    if let Some(cost) = r.cost_usd {
+        attrs.push(("switchyard.cost_usd", Val::F64(cost)));
+    }
+    if let Some(e) = r.error {
+        attrs.push(("error.type", Val::Str(e)));
+    }
+}
+
+fn route_attributes<'a>(r: &'a RequestCtx, attrs: &mut Vec<(&'static str, Val<'a>)>) {
+    attrs.push((
+        "switchyard.route.candidates",
+        Val::Int(r.candidates.len() as i64),
+    ));
+    if let Some(s) = &r.selected {
+        attrs.push(("switchyard.route.selected", Val::Str(s)));
+    }
+    if let Some(reason) = r.decision_reason {
+        attrs.push(("switchyard.route.decision_reason", Val::Str(reason)));
+    }
+    if let Some(f) = r.fallback_reason {
+        attrs.push(("switchyard.route.fallback_reason", Val::Str(f)));
+    }
 }
 
 /// A stream's call lasts past its opening: until the continuation that
@@ -380,81 +388,83 @@ fn attempt_end(r: &RequestCtx, i: usize, a: &AttemptLog, request_end: SystemTime
     next.unwrap_or(request_end).max(opened)
 }
 
-fn attempt_attributes(r: &RequestCtx, a: &AttemptLog) -> Vec<KeyValue> {
-    let mut attrs = vec![
-        KeyValue::new("gen_ai.operation.name", a.span.operation),
-        KeyValue::new("gen_ai.provider.name", a.span.provider),
-        KeyValue::new("switchyard.provider", a.provider.clone()),
-        KeyValue::new("switchyard.deployment", a.deployment.clone()),
-        KeyValue::new("switchyard.outcome", a.outcome),
-        KeyValue::new("switchyard.resumed", a.resumed),
-    ];
+fn attempt_attributes<'a>(
+    r: &'a RequestCtx,
+    a: &'a AttemptLog,
+    attrs: &mut Vec<(&'static str, Val<'a>)>,
+) {
+    attrs.extend([
+        ("gen_ai.operation.name", Val::Str(a.span.operation)),
+        ("gen_ai.provider.name", Val::Str(a.span.provider)),
+        ("switchyard.provider", Val::Str(&a.provider)),
+        ("switchyard.deployment", Val::Str(&a.deployment)),
+        ("switchyard.outcome", Val::Str(a.outcome)),
+        ("switchyard.resumed", Val::Bool(a.resumed)),
+    ]);
     if let Some(m) = &r.model {
-        attrs.push(KeyValue::new("gen_ai.request.model", m.clone()));
+        attrs.push(("gen_ai.request.model", Val::Str(m)));
     }
     if let Some(m) = &a.span.model {
-        attrs.push(KeyValue::new("gen_ai.response.model", m.clone()));
+        attrs.push(("gen_ai.response.model", Val::Str(m)));
     }
     if let Some(s) = a.status {
-        attrs.push(KeyValue::new("http.response.status_code", i64::from(s)));
+        attrs.push(("http.response.status_code", Val::Int(i64::from(s))));
     }
     if a.outcome != "ok" {
-        attrs.push(KeyValue::new("error.type", a.outcome));
+        attrs.push(("error.type", Val::Str(a.outcome)));
     }
     if let Some(u) = a.usage {
-        attrs.push(KeyValue::new(
-            "gen_ai.usage.input_tokens",
-            u.input_tokens as i64,
-        ));
-        attrs.push(KeyValue::new(
+        attrs.push(("gen_ai.usage.input_tokens", Val::Int(u.input_tokens as i64)));
+        attrs.push((
             "gen_ai.usage.output_tokens",
-            u.output_tokens as i64,
+            Val::Int(u.output_tokens as i64),
         ));
-        attrs.push(KeyValue::new("switchyard.cost_usd", u.cost_usd));
-    }
-    attrs
-}
-
-fn error_status(code: Option<&'static str>) -> Status {
-    match code {
-        Some(c) => Status::Error {
-            description: Cow::Borrowed(c),
-        },
-        None => Status::Unset,
+        attrs.push(("switchyard.cost_usd", Val::F64(u.cost_usd)));
     }
 }
 
-/// OTLP/HTTP through the gateway's own upstream client (TLS by rustls,
-/// pooled connections), bounded by the export timeout.
-mod otlp_http {
-    use bytes::Bytes;
-    use http_body_util::BodyExt;
-    use opentelemetry_http::{HttpClient, HttpError, Request, Response};
+/// A tonic codec for a message that is already protobuf bytes (the
+/// collector's answer is not read: a call that succeeds is enough).
+mod raw {
+    use bytes::{Buf, BufMut, Bytes};
+    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+    use tonic::Status;
 
-    use super::EXPORT_TIMEOUT;
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Raw;
 
-    const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-    /// A collector's answer is a small protobuf message.
-    const MAX_ANSWER: usize = 1 << 20;
+    impl Codec for Raw {
+        type Encode = Bytes;
+        type Decode = ();
+        type Encoder = Raw;
+        type Decoder = Raw;
 
-    #[derive(Debug)]
-    pub struct Client;
+        fn encoder(&mut self) -> Raw {
+            Raw
+        }
 
-    #[async_trait::async_trait]
-    impl HttpClient for Client {
-        async fn send_bytes(&self, req: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-            let call = async {
-                let resp = crate::upstream::client::request(CONNECT_TIMEOUT, req).await?;
-                let (head, body) = resp.into_parts();
-                let body = http_body_util::Limited::new(body, MAX_ANSWER)
-                    .collect()
-                    .await?
-                    .to_bytes();
-                Ok::<_, HttpError>(Response::from_parts(head, body))
-            };
-            tokio::time::timeout(EXPORT_TIMEOUT, call)
-                .await
-                .map_err(|_| HttpError::from("the collector did not answer in time"))?
+        fn decoder(&mut self) -> Raw {
+            Raw
+        }
+    }
+
+    impl Encoder for Raw {
+        type Item = Bytes;
+        type Error = Status;
+
+        fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+            dst.put_slice(&item);
+            Ok(())
+        }
+    }
+
+    impl Decoder for Raw {
+        type Item = ();
+        type Error = Status;
+
+        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<()>, Status> {
+            src.advance(src.remaining());
+            Ok(Some(()))
         }
     }
 }
