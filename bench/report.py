@@ -349,9 +349,13 @@ def main():
         checks.append((name, "lane h64 not run", None))
     cached = load_json("cached.json")
     if cached:
-        checks.append(("Cache hits: every measured request a hit",
-                       f"{cached['hits']} hits, {cached['misses']} miss(es), {cached['entries']} entry",
-                       cached["misses"] <= 1 and cached["hits"] > 0))
+        # Misses: the first burst of a run at c=64 (up to 64 requests arrive before the first
+        # answer is stored), and again each time the entry's TTL (5 min) runs out.
+        total = cached["hits"] + cached["misses"]
+        ratio = cached["hits"] / total if total else 0.0
+        checks.append(("Cache hits: ≥ 99.9% of the lane's requests answered from the cache",
+                       f"{cached['hits']} hits, {cached['misses']} misses = {ratio * 100:.3f}% "
+                       f"({cached['entries']} entry)", ratio >= 0.999))
     tc, pc2 = get("traced", "o64", "cpu"), get("switchyard", "o64", "cpu")
     name = f"Traced CPU/request, c=64 (100% sampled, exported): ≤ {TRACE_CPU_LIMIT:g}× the plain lane's (same run)"
     if tc is not None and pc2:

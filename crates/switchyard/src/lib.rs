@@ -5,13 +5,15 @@
 //! ```text
 //! client ─► ingress (auth, body, Live snapshot)
 //!             └► normalize (protocol crate: passthrough view or IR)
-//!                  └► route::plan (ordered candidates + reasons)
-//!                       └► reliability::execute (attempts, fallback)
-//!                            └► adapters::<protocol> ─► upstream::client ─► provider
+//!                  └► response cache (ingress::cache: a hit is answered here)
+//!                       └► route::plan (ordered candidates + reasons)
+//!                            └► reliability::execute (attempts, fallback)
+//!                                 └► adapters::<protocol> ─► upstream::client ─► provider
 //!          ◄── ingress::respond / ingress::sse_out (event by event) ◄──┘
 //! ```
 //! Beside the path: `config` (YAML → validated model), `state` (the live
-//! snapshot), `observe` (decision log, redaction, logging), `sinks` (where a
+//! snapshot, the response cache), `observe` (decision log, redaction,
+//! logging, trace ids, the OTLP wire format), `sinks` (where a
 //! finished request goes), `usage` (the cost ledger), `governance` (who,
 //! and what they may spend), `admin`.
 

@@ -1,10 +1,11 @@
 //! SINKS: where a finished request goes. The request's one record
 //! (`observe::ctx::RequestCtx`: who, route, candidates, every attempt,
-//! tokens, cost, cache, outcome, timings) is handed once to each sink — the
-//! decision log, the metrics, the usage store and the traces (OTLP), each
-//! a sink of its own. Nothing on the request
-//! path waits on a sink: each one buffers or counts, and does its slow work
-//! elsewhere.
+//! tokens, cost, cache, outcome, timings) is handed once to each sink: the
+//! decision log, the metrics, the usage store, the dashboard's recent
+//! decisions and the trace export. Nothing on the request path waits on a
+//! sink: each one buffers or counts, and does its slow work elsewhere.
+//! (Budget settlement is the request's own hold, settled before the sinks
+//! run, so that they all see the settled spend.)
 
 pub mod decision_log;
 pub mod metrics;
