@@ -26,47 +26,9 @@ const NAMES: [&str; 4] = [
     "google-chrome-stable",
 ];
 
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-fn find() -> Option<PathBuf> {
-    NAMES.iter().find_map(|n| on_path(n))
-}
-
-/// The browser binary, installed with apt-get if missing (one installer at
-/// a time, across test processes too).
+/// The browser binary, installed with apt-get if missing.
 pub fn binary() -> PathBuf {
-    if let Some(b) = find() {
-        return b;
-    }
-    let lock_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chromium-install.lock");
-    let lock = std::fs::File::create(&lock_path)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", lock_path.display()));
-    lock.lock()
-        .unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock_path.display()));
-    if let Some(b) = find() {
-        return b;
-    }
-    eprintln!("chromium is not installed: installing Debian's chromium with apt-get");
-    let apt = |args: &[&str]| {
-        Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .map_err(|e| e.to_string())
-            .and_then(|s| s.success().then_some(()).ok_or(s.to_string()))
-    };
-    let installed =
-        apt(&["update", "-qq"]).and_then(|_| apt(&["install", "-y", "-qq", "chromium"]));
-    match (installed, find()) {
-        (_, Some(b)) => b,
-        (Err(e), None) => panic!("headless Chromium is needed and `apt-get install chromium` failed ({e}); install Debian's chromium"),
-        (Ok(()), None) => panic!("`apt-get install chromium` succeeded but none of {NAMES:?} is on PATH"),
-    }
+    crate::common::apt::binary(&NAMES, &[], "chromium")
 }
 
 pub fn version() -> String {

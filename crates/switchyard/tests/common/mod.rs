@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod apt;
 pub mod otlp;
 pub mod postgres;
 
