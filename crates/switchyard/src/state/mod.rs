@@ -4,5 +4,6 @@
 pub mod cache;
 pub mod live;
 pub mod memory;
+pub mod redis;
 pub mod responses;
 pub mod store;

@@ -6,6 +6,7 @@
 pub mod apt;
 pub mod otlp;
 pub mod postgres;
+pub mod redis;
 
 use std::sync::{Arc, Mutex};
 
