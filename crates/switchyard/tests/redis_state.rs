@@ -1,11 +1,12 @@
-//! Fleet-wide admission on a real `redis-server` (`state::redis`): several
+//! Shared state on a real `redis-server` (`state::redis`): several
 //! instances (separate connections) admitting in parallel never exceed a
-//! limit, a request's windows are charged all together or not at all, and
-//! the window slides.
+//! limit, a request's windows are charged all together or not at all, the
+//! window slides; circuit transitions reach every instance within a second,
+//! in version order, and an instance started later catches up.
 
 mod common;
 
-use switchyard::state::redis::{Admission, RedisState, Window};
+use switchyard::state::redis::{Admission, CircuitView, RedisState, Window};
 
 const MINUTE: u64 = 60_000;
 
@@ -118,4 +119,67 @@ async fn the_window_slides() {
     ));
     // A minute on, the first bucket slid out.
     assert_eq!(at(MINUTE).await.unwrap(), Admission::Admitted(vec![1]));
+}
+
+#[tokio::test]
+async fn circuit_transitions_reach_every_instance_in_order_and_late_ones_catch_up() {
+    let r = common::redis::Redis::start();
+    let a = RedisState::connect(&r.url(), "t:").await.unwrap();
+    // A consumer blocks its own connection while it waits.
+    let b = RedisState::connect(&r.url(), "t:").await.unwrap();
+    let (held, mut pos) = b.circuit_catch_up().await.unwrap();
+    assert!(held.is_empty());
+    let mut view = CircuitView::default();
+
+    let waiting = tokio::spawn({
+        let (b, pos) = (b.clone(), pos.clone());
+        async move { b.circuit_events(&pos, 5_000).await.unwrap() }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    assert_eq!(a.publish_circuit("oa/gpt", "open", 1_000).await.unwrap(), 1);
+    let (events, next) = waiting.await.unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0].state.as_str(), events[0].version), ("open", 1));
+    assert!(view.apply(events[0].clone()));
+    pos = next;
+
+    assert_eq!(
+        a.publish_circuit("oa/gpt", "closed", 2_000).await.unwrap(),
+        2
+    );
+    let (events, _) = b.circuit_events(&pos, 1_000).await.unwrap();
+    assert!(view.apply(events[0].clone()));
+    assert_eq!(view.state("oa/gpt"), Some("closed"));
+    // A stale or repeated event never flips it back.
+    let mut stale = events[0].clone();
+    stale.version = 1;
+    stale.state = "open".into();
+    assert!(!view.apply(stale));
+    assert!(!view.apply(events[0].clone()));
+    assert_eq!(view.state("oa/gpt"), Some("closed"));
+
+    // An instance started afterwards catches up on the latest state.
+    a.publish_circuit("an/claude", "open", 3_000).await.unwrap();
+    let c = RedisState::connect(&r.url(), "t:").await.unwrap();
+    let (held, from) = c.circuit_catch_up().await.unwrap();
+    let mut late = CircuitView::default();
+    held.into_iter().for_each(|e| {
+        late.apply(e);
+    });
+    assert_eq!(late.state("oa/gpt"), Some("closed"));
+    assert_eq!(late.state("an/claude"), Some("open"));
+    // And reads on from there: nothing it already has, then what comes next.
+    let (none, _) = c.circuit_events(&from, 100).await.unwrap();
+    assert!(none.is_empty(), "{none:?}");
+    a.publish_circuit("an/claude", "half_open", 4_000)
+        .await
+        .unwrap();
+    let (next, _) = c.circuit_events(&from, 1_000).await.unwrap();
+    assert_eq!((next[0].state.as_str(), next[0].version), ("half_open", 2));
 }

@@ -1,5 +1,6 @@
-//! Shared state in Redis (contract §7), first piece: admission against
-//! fleet-wide sliding windows in one round trip. A request's limits (the
+//! Shared state in Redis (contract §7), first pieces: admission against
+//! fleet-wide sliding windows in one round trip, and circuit transitions as
+//! versioned events on a Redis Stream. A request's limits (the
 //! client's rpm and tpm, the deployment's) are checked and charged together
 //! by one server-side script: the decision is made on the shared count,
 //! never on a local copy, and either every window takes the request or none
@@ -74,6 +75,7 @@ pub struct RedisState {
     conn: ConnectionManager,
     prefix: String,
     admit: std::sync::Arc<::redis::Script>,
+    publish: std::sync::Arc<::redis::Script>,
 }
 
 impl RedisState {
@@ -87,6 +89,7 @@ impl RedisState {
             conn,
             prefix: prefix.to_owned(),
             admit: std::sync::Arc::new(::redis::Script::new(ADMIT)),
+            publish: std::sync::Arc::new(::redis::Script::new(PUBLISH)),
         })
     }
 
@@ -116,5 +119,162 @@ impl RedisState {
             },
             _ => Admission::Refused { index: 0, used: 0 },
         })
+    }
+}
+
+/// Circuit transitions as versioned events (contract §7): every instance
+/// acts on the same circuit state. A transition bumps the deployment's
+/// version, records it as the latest state and appends it to a Redis Stream,
+/// in one script; consumers apply only versions newer than what they hold,
+/// so a duplicate or late event never flips a circuit back.
+const PUBLISH: &str = r"
+local version = redis.call('HINCRBY', KEYS[1], ARGV[1] .. ':v', 1)
+local entry = version .. '|' .. ARGV[2] .. '|' .. ARGV[3]
+redis.call('HSET', KEYS[1], ARGV[1], entry)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', 10000, '*', 'deployment', ARGV[1], 'entry', entry)
+return version
+";
+
+/// One circuit transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CircuitEvent {
+    pub deployment: String,
+    /// `closed`, `open` or `half_open`.
+    pub state: String,
+    /// Per deployment, one more at every transition.
+    pub version: u64,
+    /// When it happened (the publisher's clock, ms).
+    pub at_ms: u64,
+}
+
+impl CircuitEvent {
+    fn parse(deployment: &str, entry: &str) -> Option<CircuitEvent> {
+        let mut parts = entry.splitn(3, '|');
+        let version = parts.next()?.parse().ok()?;
+        let state = parts.next()?.to_owned();
+        let at_ms = parts.next()?.parse().ok()?;
+        Some(CircuitEvent {
+            deployment: deployment.to_owned(),
+            state,
+            version,
+            at_ms,
+        })
+    }
+}
+
+/// Where a consumer is in the stream (`0` from the start, or an entry id).
+pub type StreamPos = String;
+
+impl RedisState {
+    fn circuit_keys(&self) -> (String, String) {
+        (
+            format!("{}circuits", self.prefix),
+            format!("{}circuit-events", self.prefix),
+        )
+    }
+
+    /// Publish a transition; returns its version.
+    pub async fn publish_circuit(
+        &self,
+        deployment: &str,
+        state: &str,
+        at_ms: u64,
+    ) -> Result<u64, ::redis::RedisError> {
+        let (latest, stream) = self.circuit_keys();
+        let mut conn = self.conn.clone();
+        self.publish
+            .key(latest)
+            .key(stream)
+            .arg(deployment)
+            .arg(state)
+            .arg(at_ms)
+            .invoke_async(&mut conn)
+            .await
+    }
+
+    /// Catch up (at start-up, after a reconnect): the latest state of every
+    /// deployment, and where to read the stream from. The position is read
+    /// first, so a transition that lands in between is read twice, never
+    /// missed (the version makes the second one a no-op).
+    pub async fn circuit_catch_up(
+        &self,
+    ) -> Result<(Vec<CircuitEvent>, StreamPos), ::redis::RedisError> {
+        let (latest, stream) = self.circuit_keys();
+        let mut conn = self.conn.clone();
+        let last: ::redis::streams::StreamRangeReply = ::redis::cmd("XREVRANGE")
+            .arg(&stream)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        let pos = last
+            .ids
+            .first()
+            .map_or_else(|| "0".to_owned(), |e| e.id.clone());
+        let all: std::collections::HashMap<String, String> = ::redis::cmd("HGETALL")
+            .arg(&latest)
+            .query_async(&mut conn)
+            .await?;
+        let events = all
+            .iter()
+            .filter(|(k, _)| !k.ends_with(":v"))
+            .filter_map(|(k, v)| CircuitEvent::parse(k, v))
+            .collect();
+        Ok((events, pos))
+    }
+
+    /// Transitions after `pos`, waiting up to `block_ms` for one. Blocks its
+    /// connection meanwhile: a consumer has a `RedisState` of its own.
+    pub async fn circuit_events(
+        &self,
+        pos: &str,
+        block_ms: u64,
+    ) -> Result<(Vec<CircuitEvent>, StreamPos), ::redis::RedisError> {
+        let (_, stream) = self.circuit_keys();
+        let mut conn = self.conn.clone();
+        let opts = ::redis::streams::StreamReadOptions::default()
+            .block(block_ms as usize)
+            .count(1000);
+        let reply: Option<::redis::streams::StreamReadReply> =
+            ::redis::AsyncCommands::xread_options(&mut conn, &[&stream], &[pos], &opts).await?;
+        let mut next = pos.to_owned();
+        let mut events = Vec::new();
+        for key in reply.into_iter().flat_map(|r| r.keys) {
+            for entry in key.ids {
+                let field = |name: &str| entry.get::<String>(name);
+                if let (Some(d), Some(e)) = (field("deployment"), field("entry")) {
+                    events.extend(CircuitEvent::parse(&d, &e));
+                }
+                next = entry.id;
+            }
+        }
+        Ok((events, next))
+    }
+}
+
+/// What one instance holds of the fleet's circuits: the newest version of
+/// each deployment's state.
+#[derive(Debug, Default)]
+pub struct CircuitView {
+    latest: std::collections::HashMap<String, CircuitEvent>,
+}
+
+impl CircuitView {
+    /// Apply `ev` if it is newer than what is held; `true` when it changed
+    /// the view (the caller then moves its breaker).
+    pub fn apply(&mut self, ev: CircuitEvent) -> bool {
+        match self.latest.get(&ev.deployment) {
+            Some(held) if held.version >= ev.version => false,
+            _ => {
+                self.latest.insert(ev.deployment.clone(), ev);
+                true
+            }
+        }
+    }
+
+    pub fn state(&self, deployment: &str) -> Option<&str> {
+        self.latest.get(deployment).map(|e| e.state.as_str())
     }
 }
