@@ -1,5 +1,7 @@
-//! STATE: the live config snapshot (swapped atomically on reload) and, in
-//! later issues, the shared state store.
+//! STATE: the live config snapshot (swapped atomically on reload), the state
+//! store behind circuits, limits and health (`store`, in memory today), the
+//! response cache, stored Responses-API answers, and the first pieces of
+//! the fleet's shared state in Redis (`redis`: admission, circuit events).
 
 pub mod cache;
 pub mod live;

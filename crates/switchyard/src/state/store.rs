@@ -6,10 +6,13 @@
 //!
 //! Why a synchronous trait, and `Arc<dyn StateStore>`:
 //! - `route::plan` is pure and sync, and the hot path must not wait on a
-//!   network round trip per request. A Redis backend is therefore meant to be
-//!   local-first: it applies each op to an in-process `MemoryStore` and a
-//!   background task pushes deltas and pulls fleet-wide values every ~100 ms.
-//!   Every op below maps onto Redis (column on the right) for that sync.
+//!   network round trip per op. For a fleet, the decisions that must be
+//!   exact across instances (rpm/tpm windows, budgets) are made on Redis in
+//!   one round trip per request before the upstream call
+//!   (`state::redis::RedisState::admit`); circuit transitions travel as
+//!   versioned events (`state::redis`, a Redis Stream). The ops below map
+//!   onto Redis as the right-hand column says for what stays local-first
+//!   (health averages, in-flight gauges).
 //! - The backend is picked at run time from `state.backend`; `dyn` keeps the
 //!   registry's types plain, and one virtual call is noise next to hashing.
 //!
