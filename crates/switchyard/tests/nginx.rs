@@ -14,11 +14,36 @@ use switchyard_mock::Behavior;
 struct Nginx {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    /// `nginx -p DIR -c CONF`: how `-s stop` finds this instance.
+    bin: std::path::PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Nginx {
+    /// `-s stop` (SIGTERM to the master, which stops its workers): killing
+    /// the master outright would leave its workers running.
     fn drop(&mut self) {
+        let d = self.dir.path().display().to_string();
+        let _ = Command::new(&self.bin)
+            .args([
+                "-p",
+                &d,
+                "-c",
+                &format!("{d}/nginx.conf"),
+                "-e",
+                &format!("{d}/logs/error.log"),
+                "-s",
+                "stop",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -68,6 +93,7 @@ fn start_nginx(upstreams: [&str; 2]) -> Nginx {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
     let port = free_port();
+    // (`dir` moves into the guard below; `d` keeps its path.)
     std::fs::write(dir.path().join("switchyard.conf"), site(upstreams, port)).unwrap();
     for sub in ["logs", "tmp"] {
         std::fs::create_dir_all(dir.path().join(sub)).unwrap();
@@ -94,7 +120,8 @@ fn start_nginx(upstreams: [&str; 2]) -> Nginx {
     let mut nginx = Nginx {
         child,
         port,
-        _dir: dir,
+        bin: bin.clone(),
+        dir,
     };
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
