@@ -403,32 +403,18 @@ async fn no_cache_refreshes_and_no_store_leaves_no_trace() {
     assert_eq!(h.mock.request_count(), 4);
 }
 
+/// The `x-switchyard-cache` of the same request asked twice.
+async fn pair(h: &common::Harness, body: Value, headers: &[(&str, &str)]) -> (String, String) {
+    let first = send(h, "/v1/chat/completions", &body, headers).await.cache;
+    let second = send(h, "/v1/chat/completions", &body, headers).await.cache;
+    (first, second)
+}
+
 #[tokio::test]
 async fn when_decides_which_requests_are_cached() {
     let mild =
         |text: &str| json!({"model": "chat", "temperature": 0.7, "messages": common::user(text)});
     let seeded = |text: &str| json!({"model": "chat", "temperature": 0.7, "seed": 7, "messages": common::user(text)});
-    let pair =
-        |h: &common::Harness, body: Value, headers: &'static [(&'static str, &'static str)]| {
-            let h = h.url("/v1/chat/completions");
-            async move {
-                let mut out = Vec::new();
-                for _ in 0..2 {
-                    let mut req = reqwest::Client::new().post(&h).json(&body);
-                    for (k, v) in headers {
-                        req = req.header(*k, *v);
-                    }
-                    let r = req.send().await.unwrap();
-                    out.push(
-                        r.headers()["x-switchyard-cache"]
-                            .to_str()
-                            .unwrap()
-                            .to_owned(),
-                    );
-                }
-                (out[0].clone(), out[1].clone())
-            }
-        };
     let det = common::start(CACHED).await;
     assert_eq!(
         pair(&det, mild("a"), &[]).await,

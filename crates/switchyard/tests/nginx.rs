@@ -23,18 +23,8 @@ impl Drop for Nginx {
     /// `-s stop` (SIGTERM to the master, which stops its workers): killing
     /// the master outright would leave its workers running.
     fn drop(&mut self) {
-        let d = self.dir.path().display().to_string();
-        let _ = Command::new(&self.bin)
-            .args([
-                "-p",
-                &d,
-                "-c",
-                &format!("{d}/nginx.conf"),
-                "-e",
-                &format!("{d}/logs/error.log"),
-                "-s",
-                "stop",
-            ])
+        let _ = nginx_cmd(&self.bin, self.dir.path())
+            .args(["-s", "stop"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
@@ -47,13 +37,6 @@ impl Drop for Nginx {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// The repo's file with its two `server` lines and its `listen` pointed at
@@ -88,11 +71,26 @@ fn site(upstreams: [&str; 2], port: u16) -> String {
     out
 }
 
+/// `nginx -p DIR -c DIR/nginx.conf -e DIR/logs/error.log`: this instance.
+fn nginx_cmd(bin: &std::path::Path, dir: &std::path::Path) -> Command {
+    let d = dir.display().to_string();
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "-p",
+        &d,
+        "-c",
+        &format!("{d}/nginx.conf"),
+        "-e",
+        &format!("{d}/logs/error.log"),
+    ]);
+    cmd
+}
+
 fn start_nginx(upstreams: [&str; 2]) -> Nginx {
     let bin = common::apt::binary(&["nginx"], &["/usr/sbin"], "nginx");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
-    let port = free_port();
+    let port = common::free_port();
     // (`dir` moves into the guard below; `d` keeps its path.)
     std::fs::write(dir.path().join("switchyard.conf"), site(upstreams, port)).unwrap();
     for sub in ["logs", "tmp"] {
@@ -102,17 +100,8 @@ fn start_nginx(upstreams: [&str; 2]) -> Nginx {
         "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log warn;\nevents {{ worker_connections 1024; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n  fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n  scgi_temp_path {d}/tmp/scgi;\n  include {d}/switchyard.conf;\n}}\n"
     );
     std::fs::write(dir.path().join("nginx.conf"), main).unwrap();
-    let child = Command::new(&bin)
-        .args([
-            "-p",
-            &d,
-            "-c",
-            &format!("{d}/nginx.conf"),
-            "-e",
-            &format!("{d}/logs/error.log"),
-            "-g",
-            "daemon off;",
-        ])
+    let child = nginx_cmd(&bin, dir.path())
+        .args(["-g", "daemon off;"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

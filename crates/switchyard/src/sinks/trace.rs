@@ -248,7 +248,7 @@ fn spans(r: &RequestCtx, t: &TraceCtx) -> (Vec<u8>, u32) {
     if let Some(p) = r.plan_timing {
         route_attributes(r, &mut attrs);
         let (s, e) = (nanos(p.started), nanos(p.started + p.took));
-        push(&mut out, &child(t, "switchyard.route", s, e, &attrs, None));
+        otlp::push_span(&mut out, &child(t, "switchyard.route", s, e, &attrs, None));
         end = end.max(e);
         n += 1;
     }
@@ -256,7 +256,7 @@ fn spans(r: &RequestCtx, t: &TraceCtx) -> (Vec<u8>, u32) {
         attrs.clear();
         attrs.push(("switchyard.cache.result", Val::Str(r.cache)));
         let (s, e) = (nanos(c.started), nanos(c.started + c.took));
-        push(&mut out, &child(t, "switchyard.cache", s, e, &attrs, None));
+        otlp::push_span(&mut out, &child(t, "switchyard.cache", s, e, &attrs, None));
         end = end.max(e);
         n += 1;
     }
@@ -284,7 +284,7 @@ fn spans(r: &RequestCtx, t: &TraceCtx) -> (Vec<u8>, u32) {
             ..child(t, "", 0, 0, &attrs, (!ok).then_some(a.outcome))
         };
         end = end.max(span.end_ns);
-        push(&mut out, &span);
+        otlp::push_span(&mut out, &span);
         n += 1;
     }
     // The request lasted at least as long as its parts (their clocks are
@@ -303,12 +303,8 @@ fn spans(r: &RequestCtx, t: &TraceCtx) -> (Vec<u8>, u32) {
         attrs: &attrs,
         error: r.error,
     };
-    push(&mut out, &request);
+    otlp::push_span(&mut out, &request);
     (out, n + 1)
-}
-
-fn push(out: &mut Vec<u8>, s: &SpanOut<'_>) {
-    otlp::push_span(out, s);
 }
 
 /// A span under the request's.

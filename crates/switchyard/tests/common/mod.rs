@@ -8,6 +8,14 @@ pub mod otlp;
 pub mod postgres;
 pub mod redis;
 
+/// A port nothing listens on now (for a server a test starts itself).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 use std::sync::{Arc, Mutex};
 
 use switchyard::config;

@@ -52,13 +52,6 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 impl Postgres {
     fn run(&self, tool: &str, args: &[&str]) -> Output {
         run_as(self.as_user, &self.bin.join(tool), args)
@@ -83,7 +76,7 @@ impl Postgres {
             assert!(ok, "cannot give {} to the {u} user", dir.path().display());
         }
         let data = dir.path().join("data");
-        let port = free_port();
+        let port = super::free_port();
         let mut pg = Postgres {
             url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
             port,

@@ -15,10 +15,7 @@ impl Redis {
     pub fn start() -> Redis {
         let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = super::free_port();
         let child = Command::new(&bin)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
