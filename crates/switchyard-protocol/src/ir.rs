@@ -170,6 +170,8 @@ pub struct ReasoningConfig {
 
 /// A whole (non-streamed) answer.
 #[derive(Debug, Clone, Default, PartialEq)]
+// A shared response cache keeps answers as JSON.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct ChatResponse {
     pub id: String,
     /// The upstream model that served (never the route alias).
@@ -186,7 +188,7 @@ pub struct ChatResponse {
     pub usage: Usage,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum FinishReason {
     #[default]
     Stop,
@@ -218,7 +220,7 @@ impl FinishReason {
 }
 
 /// Token accounting in the unified sense of MAPPING.md §10.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     /// All prompt tokens, cached ones included.
     pub input_tokens: u64,

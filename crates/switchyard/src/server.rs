@@ -96,7 +96,8 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         );
     }
     let store = Arc::new(MemoryStore::new());
-    let registry = Arc::new(Registry::new(store.clone()));
+    let fleet = fleet_of(&config);
+    let registry = Arc::new(Registry::with_fleet(store.clone(), fleet.clone()));
     let live = Live::build(config, &registry)?;
     let metrics: Arc<crate::observe::metrics::Metrics> = Default::default();
     let usage = open_usage(&live, &metrics).await?;
@@ -136,6 +137,12 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     if let Some(w) = crate::admin::watch::watch(app.clone(), shutdown.clone()) {
         tasks.push(w);
     }
+    if let Some(f) = &fleet {
+        let live = app.live.clone();
+        let version = Arc::new(move || live.load().version.to_string());
+        let registry = app.live.load().registry.clone();
+        tasks.extend(f.run(version, registry, shutdown.clone()));
+    }
     if let Some(u) = &app.usage {
         tasks.push(sweep_usage(u.clone(), shutdown.clone()));
         tasks.push(sync_issued_keys(app.clone(), u.clone(), shutdown.clone()));
@@ -173,6 +180,17 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         tasks,
         threads,
     })
+}
+
+/// The fleet this instance joins, with `state.backend: redis`.
+fn fleet_of(config: &Config) -> Option<Arc<crate::state::fleet::Fleet>> {
+    let s = &config.state;
+    if s.backend != crate::config::StateBackend::Redis {
+        return None;
+    }
+    let url = s.redis_url.as_deref()?;
+    let reject = s.on_unavailable == crate::config::OnUnavailable::Reject;
+    Some(crate::state::fleet::Fleet::new(url, &s.key_prefix, reject))
 }
 
 /// The OTLP trace export, when `observability.otlp_endpoint` is set. Built

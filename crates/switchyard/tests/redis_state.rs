@@ -6,7 +6,7 @@
 
 mod common;
 
-use switchyard::state::redis::{Admission, CircuitView, RedisState, Window};
+use switchyard::state::redis::{Admission, CircuitView, RedisState, Span, Window};
 
 const MINUTE: u64 = 60_000;
 
@@ -30,8 +30,10 @@ async fn three_instances_in_parallel_admit_exactly_the_limit() {
                 key: "client:a:rpm",
                 limit: 100,
                 cost: 1,
+                span: Span::Sliding(MINUTE),
+                alone_ok: false,
             }];
-            s.admit(&w, MINUTE, now).await.unwrap()
+            s.admit(&w, now).await.unwrap()
         }
     });
     let results = futures_util::future::join_all(calls).await;
@@ -45,7 +47,7 @@ async fn three_instances_in_parallel_admit_exactly_the_limit() {
         .iter()
         .filter_map(|a| match a {
             Admission::Admitted(u) => Some(u[0]),
-            Admission::Refused { .. } => None,
+            Admission::Refused { .. } | Admission::Revoked => None,
         })
         .collect();
     seen.sort_unstable();
@@ -63,23 +65,27 @@ async fn a_request_is_charged_in_every_window_or_in_none() {
                 key: "client:b:rpm",
                 limit: 10,
                 cost: 1,
+                span: Span::Sliding(MINUTE),
+                alone_ok: false,
             },
             Window {
                 key: "client:b:tpm",
                 limit: 500,
                 cost,
+                span: Span::Sliding(MINUTE),
+                alone_ok: false,
             },
         ]
     };
     for _ in 0..5 {
         assert!(matches!(
-            s.admit(&both(100), MINUTE, now).await.unwrap(),
+            s.admit(&both(100), now).await.unwrap(),
             Admission::Admitted(_)
         ));
     }
     // The tpm window is full: refused, and the rpm window not charged.
     assert_eq!(
-        s.admit(&both(100), MINUTE, now).await.unwrap(),
+        s.admit(&both(100), now).await.unwrap(),
         Admission::Refused {
             index: 1,
             used: 500
@@ -89,9 +95,11 @@ async fn a_request_is_charged_in_every_window_or_in_none() {
         key: "client:b:rpm",
         limit: 10,
         cost: 0,
+        span: Span::Sliding(MINUTE),
+        alone_ok: false,
     }];
     assert_eq!(
-        s.admit(&rpm, MINUTE, now).await.unwrap(),
+        s.admit(&rpm, now).await.unwrap(),
         Admission::Admitted(vec![5])
     );
 }
@@ -104,15 +112,17 @@ async fn the_window_slides() {
         key: "dep:x:rpm",
         limit: 10,
         cost: 1,
+        span: Span::Sliding(MINUTE),
+        alone_ok: false,
     }];
     let t0 = 100 * MINUTE;
     for _ in 0..10 {
         assert!(matches!(
-            s.admit(&w, MINUTE, t0).await.unwrap(),
+            s.admit(&w, t0).await.unwrap(),
             Admission::Admitted(_)
         ));
     }
-    let at = |ms| s.admit(&w, MINUTE, t0 + ms);
+    let at = |ms| s.admit(&w, t0 + ms);
     assert!(matches!(
         at(30_000).await.unwrap(),
         Admission::Refused { index: 0, used: 10 }
@@ -182,4 +192,67 @@ async fn circuit_transitions_reach_every_instance_in_order_and_late_ones_catch_u
         .unwrap();
     let (next, _) = c.circuit_events(&from, 1_000).await.unwrap();
     assert_eq!((next[0].state.as_str(), next[0].version), ("half_open", 2));
+}
+
+#[tokio::test]
+async fn a_budget_counter_starts_at_its_seed_is_corrected_later_and_never_passes_its_limit() {
+    let r = common::redis::Redis::start();
+    let s = &instances(&r, 1).await[0];
+    let w = |cost| {
+        [Window {
+            key: "budget:c:0",
+            limit: 1_000_000,
+            cost,
+            span: Span::Fixed {
+                ttl_ms: MINUTE,
+                seed: 400_000,
+            },
+            alone_ok: false,
+        }]
+    };
+    assert_eq!(
+        s.admit(&w(500_000), 0).await.unwrap(),
+        Admission::Admitted(vec![900_000])
+    );
+    assert_eq!(
+        s.admit(&w(200_000), 0).await.unwrap(),
+        Admission::Refused {
+            index: 0,
+            used: 900_000
+        }
+    );
+    // The request cost less than it held: the correction frees the rest.
+    let fix = switchyard::state::redis::Adjust {
+        key: "budget:c:0".into(),
+        field: None,
+        delta: -300_000,
+    };
+    s.adjust(&[fix]).await.unwrap();
+    assert_eq!(
+        s.admit(&w(200_000), 0).await.unwrap(),
+        Admission::Admitted(vec![800_000])
+    );
+}
+
+#[tokio::test]
+async fn one_request_larger_than_a_tpm_limit_runs_only_alone() {
+    let r = common::redis::Redis::start();
+    let s = &instances(&r, 1).await[0];
+    let w = |cost| {
+        [Window {
+            key: "dep:t:tpm",
+            limit: 1_000,
+            cost,
+            span: Span::Sliding(MINUTE),
+            alone_ok: true,
+        }]
+    };
+    assert_eq!(
+        s.admit(&w(5_000), MINUTE).await.unwrap(),
+        Admission::Admitted(vec![5_000])
+    );
+    assert!(matches!(
+        s.admit(&w(10), MINUTE).await.unwrap(),
+        Admission::Refused { index: 0, .. }
+    ));
 }

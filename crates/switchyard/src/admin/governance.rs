@@ -224,6 +224,17 @@ pub async fn create_key(State(app): State<App>, Path(client): Path<String>) -> R
             created_at_ms,
         },
     );
+    if let Some(f) = &live.registry.fleet {
+        let shared = crate::state::fleet::SharedKey {
+            sha256: hex::encode(new.sha256),
+            client: client.clone(),
+            id: new.id.clone(),
+            created_at_ms,
+        };
+        if let Err(e) = f.share_key_issued(&shared).await {
+            tracing::warn!(client = %client, key_id = %new.id, "virtual key issued here, but not shared with the fleet yet ({e}): other instances learn it from the usage store");
+        }
+    }
     tracing::info!(client = %client, key_id = %new.id, "virtual key issued");
     let body = json!({
         "id": new.id,
@@ -267,6 +278,11 @@ pub async fn revoke_key(
             "key_not_found",
             format!("client `{client}` has no live key `{key_id}`"),
         );
+    }
+    if let Some(f) = &live.registry.fleet {
+        if let Err(e) = f.share_key_revoked(&client, &key_id).await {
+            tracing::error!(client = %client, key_id = %key_id, "virtual key revoked here and in the usage store, but the fleet could not be told ({e}): other instances refuse it only once they sync from the store");
+        }
     }
     tracing::info!(client = %client, key_id = %key_id, "virtual key revoked");
     axum::Json(json!({"id": key_id, "revoked": true})).into_response()

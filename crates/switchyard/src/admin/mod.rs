@@ -82,11 +82,18 @@ pub async fn state(State(app): State<App>) -> Response {
         .map(|d| DeploymentView::new(&live, d))
         .collect();
     let routes: Vec<_> = live.config.routes.values().map(RouteView::new).collect();
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "config_version": &*live.version,
         "deployments": deployments,
         "routes": routes,
     });
+    // A fleet's members, by their heartbeats (contract §7: config drift
+    // is visible).
+    if let Some(f) = &live.registry.fleet {
+        body["instance"] = serde_json::json!(&*f.instance);
+        body["shared_state"] = serde_json::json!(if f.is_up() { "redis" } else { "local" });
+        body["instances"] = serde_json::json!(f.live_peers());
+    }
     axum::Json(body).into_response()
 }
 
@@ -173,12 +180,10 @@ pub async fn circuit(
         )
             .into_response();
     };
-    let breaker = &dep.state.circuit;
-    let t = match action.as_str() {
-        "open" => breaker.force_open(),
-        "close" => breaker.force_close(),
-        "reset" => breaker.reset(),
-        other => {
+    let t = match dep.state.force(&action) {
+        Some(t) => t,
+        None => {
+            let other = &action;
             let msg = format!("unknown action `{other}`: use open, close or reset");
             return (
                 StatusCode::BAD_REQUEST,
@@ -211,6 +216,16 @@ fn publish_gauges(app: &App) {
     app.metrics
         .cache_entries
         .set(live.cache.as_ref().map_or(0, |c| c.entries()) as i64);
+    if let Some(f) = &live.registry.fleet {
+        // The fleet counts its own failures; the counter catches up.
+        for (op, n) in f.errors() {
+            let c = app
+                .metrics
+                .state_backend_errors
+                .get_or_create(&crate::observe::metrics::OpLabels { op });
+            c.inc_by(n.saturating_sub(c.get()));
+        }
+    }
     app.metrics
         .prime(live.deployments.values().map(|d| &d.name));
     for d in live.registry.admin_state() {
@@ -242,7 +257,13 @@ pub async fn purge_cache(State(app): State<App>) -> Response {
             "there is no response cache to empty: `cache.backend` is off in this gateway's config",
         );
     };
-    let removed = cache.clear();
+    let Some(removed) = cache.clear().await else {
+        return governance::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "state_unavailable",
+            "the shared response cache (Redis) did not answer; nothing was removed",
+        );
+    };
     app.metrics.cache_entries.set(0);
     axum::Json(serde_json::json!({"result": "ok", "removed": removed})).into_response()
 }

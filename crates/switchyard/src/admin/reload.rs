@@ -57,6 +57,7 @@ async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<Strin
         .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>())
         .and_then(|cfg| same_store(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_exporter(&app.live.load().config, &cfg).map(|()| cfg))
+        .and_then(|cfg| same_state(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| Live::build(cfg, &app.live.load().registry).map_err(|e| vec![e]));
     match result {
         Ok(live) => {
@@ -113,6 +114,16 @@ fn same_store(old: &config::Config, new: &config::Config) -> Result<(), Vec<Stri
             "usage.store, usage.path and usage.url take effect at start-up only: restart the gateway to change them".into(),
         ])
     }
+}
+
+/// The fleet's shared state is joined once, at start-up.
+fn same_state(old: &config::Config, new: &config::Config) -> Result<(), Vec<String>> {
+    if old.state == new.state {
+        return Ok(());
+    }
+    Err(vec![
+        "state.* takes effect at start-up only: restart the gateway to change it".into(),
+    ])
 }
 
 /// The trace exporter is built once, at start-up, like the usage store:

@@ -389,10 +389,23 @@ pub enum StateBackend {
     Redis,
 }
 
-#[derive(Debug, Clone)]
+/// What a fleet member does while Redis is away (contract §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnUnavailable {
+    /// Serve on this instance's own state, shared limits divided by the
+    /// instances last seen.
+    #[default]
+    Local,
+    /// 503 for requests that need the shared state.
+    Reject,
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct State {
     pub backend: StateBackend,
     pub redis_url: Option<String>,
+    pub key_prefix: String,
+    pub on_unavailable: OnUnavailable,
 }
 
 #[derive(Debug, Clone)]

@@ -166,7 +166,7 @@ pub struct RawState {
     pub backend: Opt<StateBackend>,
     pub redis_url: Opt<String>,
     pub key_prefix: Opt<String>,
-    pub on_unavailable: Opt<String>,
+    pub on_unavailable: Opt<OnUnavailable>,
     pub cluster_urls: Opt<serde_json::Value>,
 }
 

@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 
 use crate::config::{Budget, BudgetPeriod, Deployment};
+use crate::state::fleet::Fleet;
+use crate::state::redis::Adjust;
 
 /// Every client's account, kept across reloads.
 #[derive(Default)]
@@ -39,6 +41,8 @@ impl Budgets {
             account: self.account(client),
             budget,
             held: 0.0,
+            client: client.clone(),
+            shared: None,
         }
     }
 
@@ -144,6 +148,33 @@ pub struct Hold {
     account: Arc<Account>,
     budget: Budget,
     held: f64,
+    client: Arc<str>,
+    /// Held on the fleet's shared counter instead (`state.backend: redis`).
+    shared: Option<SharedHold>,
+}
+
+/// A hold on the fleet's budget counter: one integer of micro-USD per
+/// client and calendar window in Redis, charged by the admission script.
+struct SharedHold {
+    fleet: Arc<Fleet>,
+    key: Arc<str>,
+    /// The counter after this request's charge (micro-USD).
+    used: u64,
+}
+
+/// The fleet's budget counter for one window.
+pub struct SharedWindow {
+    pub key: String,
+    /// micro-USD.
+    pub limit: u64,
+    pub ttl_ms: u64,
+    /// What this instance knows was spent (from the usage store), for a
+    /// counter Redis does not have yet.
+    pub seed: u64,
+}
+
+pub fn micros(usd: f64) -> u64 {
+    (usd.max(0.0) * 1e6).round() as u64
 }
 
 impl Hold {
@@ -173,13 +204,68 @@ impl Hold {
     /// left of the window after it.
     pub fn settle(mut self, cost: f64) -> f64 {
         let held = std::mem::take(&mut self.held);
+        if let Some(sh) = self.shared.take() {
+            let delta = micros(cost) as i64 - micros(held) as i64;
+            sh.fleet.adjust(Adjust {
+                key: sh.key,
+                field: None,
+                delta,
+            });
+            // This instance's own spend, for a time without Redis.
+            self.account.settle(&self.budget, 0.0, cost, now_ms());
+            let used = (sh.used as i64 + delta).max(0) as u64;
+            return shared_left(&self.budget, used);
+        }
         self.account.settle(&self.budget, held, cost, now_ms())
     }
 
     /// What is left of the window, this request's reservation taken out.
     pub fn remaining(&self) -> f64 {
+        if let Some(sh) = &self.shared {
+            return shared_left(&self.budget, sh.used);
+        }
         let s = self.account.snapshot(self.budget.per, now_ms());
         (self.budget.usd - s.spent_usd - s.reserved_usd).max(0.0)
+    }
+
+    /// In a fleet: the micro-USD more that covering `usd` takes (0 when
+    /// held already).
+    pub fn shared_more(&self, usd: f64) -> u64 {
+        micros(usd).saturating_sub(micros(self.held))
+    }
+
+    /// The fleet's counter this hold is charged on.
+    pub fn shared_window(&self, fleet: &Fleet) -> SharedWindow {
+        let now = now_ms();
+        let (start, end) = window(self.budget.per, now);
+        let spent = self.account.snapshot(self.budget.per, now).spent_usd;
+        SharedWindow {
+            key: fleet.key(&format!("budget:{}:{start}", self.client)),
+            limit: micros(self.budget.usd),
+            // A little past the window's end: the counter must outlive
+            // requests still settling into it.
+            ttl_ms: (end - now).max(0) as u64 + 3_600_000,
+            seed: micros(spent),
+        }
+    }
+
+    /// The fleet charged `usd` in all on `key`; the counter is at `used`.
+    pub fn shared_charged(&mut self, fleet: &Arc<Fleet>, key: Arc<str>, usd: f64, used: u64) {
+        self.held = usd;
+        self.shared = Some(SharedHold {
+            fleet: fleet.clone(),
+            key,
+            used,
+        });
+    }
+
+    /// Held on the fleet's counter already (a pricier fallback adds to it).
+    pub fn shared_key(&self) -> Option<&Arc<str>> {
+        self.shared.as_ref().map(|s| &s.key)
+    }
+
+    pub fn budget(&self) -> Budget {
+        self.budget
     }
 }
 
@@ -193,10 +279,22 @@ impl Drop for Hold {
     /// A hold never settled (a panic, a path that forgot) gives its
     /// reservation back rather than leak it.
     fn drop(&mut self) {
+        if let Some(sh) = self.shared.take() {
+            sh.fleet.adjust(Adjust {
+                key: sh.key,
+                field: None,
+                delta: -(micros(self.held) as i64),
+            });
+            return;
+        }
         if self.held > 0.0 {
             let _ = self.account.settle(&self.budget, self.held, 0.0, now_ms());
         }
     }
+}
+
+fn shared_left(b: &Budget, used: u64) -> f64 {
+    (b.usd - used as f64 / 1e6).max(0.0)
 }
 
 fn now_ms() -> i64 {

@@ -44,6 +44,19 @@ pub fn generate() -> NewKey {
     }
 }
 
+/// A key as the fleet shares it, as this instance keeps it.
+pub fn from_shared(k: &crate::state::fleet::SharedKey) -> Option<([u8; 32], Issued)> {
+    let sha = <[u8; 32]>::try_from(hex::decode(&k.sha256).ok()?).ok()?;
+    Some((
+        sha,
+        Issued {
+            client: k.client.as_str().into(),
+            id: k.id.as_str().into(),
+            created_at_ms: k.created_at_ms,
+        },
+    ))
+}
+
 impl IssuedKeys {
     pub fn get(&self, sha256: &[u8; 32]) -> Option<Issued> {
         self.by_hash.get(sha256).map(|e| e.clone())

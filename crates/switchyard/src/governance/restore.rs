@@ -29,7 +29,16 @@ pub async fn restore(live: &Live, store: &UsageStore) -> Result<(), String> {
 /// the store issued works here, what it revoked stops working here.
 pub async fn sync_keys(live: &Live, store: &UsageStore) -> Result<(), String> {
     let snapshot_ms = crate::usage::query::now_ms();
-    let keys = store
+    // In a fleet the keys are the store's and the fleet's, less the ones
+    // revoked anywhere; without Redis the set stays as it is.
+    let shared = match &live.registry.fleet {
+        Some(f) => match f.all_keys().await {
+            Some(s) => Some(s),
+            None => return Ok(()),
+        },
+        None => None,
+    };
+    let mut keys: Vec<_> = store
         .active_keys()
         .await?
         .into_iter()
@@ -45,6 +54,10 @@ pub async fn sync_keys(live: &Live, store: &UsageStore) -> Result<(), String> {
             Some((sha, issued))
         })
         .collect();
+    if let Some((fleet_keys, revoked)) = shared {
+        keys.extend(fleet_keys.iter().filter_map(super::keys::from_shared));
+        keys.retain(|(_, k)| !revoked.iter().any(|r| **r == *k.id));
+    }
     live.registry.issued_keys.replace(keys, snapshot_ms);
     Ok(())
 }

@@ -47,6 +47,30 @@ pub fn authenticate<'l>(
         .ok_or_else(|| GatewayError::client(ErrorCode::AuthFailed, "invalid API key"))
 }
 
+/// The sha256 of the key the request presents, if any.
+pub fn presented_digest(headers: &HeaderMap) -> Option<[u8; 32]> {
+    presented_key(headers).map(|k| Sha256::digest(k.as_bytes()).into())
+}
+
+/// A key this instance does not know may have been issued on another
+/// instance of the fleet a moment ago: one read, only on such a miss; the
+/// key is kept here after it.
+pub async fn learn_issued_key(live: &Live, headers: &HeaderMap) -> bool {
+    let (Some(fleet), Some(digest)) = (&live.registry.fleet, presented_digest(headers)) else {
+        return false;
+    };
+    let Some(k) = fleet.find_key(&hex::encode(digest)).await else {
+        return false;
+    };
+    match crate::governance::keys::from_shared(&k) {
+        Some((sha, issued)) if sha == digest && live.client_index(&issued.client).is_some() => {
+            live.registry.issued_keys.insert(sha, issued);
+            true
+        }
+        _ => false,
+    }
+}
+
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
     if let Some(v) = headers
         .get(http::header::AUTHORIZATION)

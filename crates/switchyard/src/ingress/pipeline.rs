@@ -73,7 +73,15 @@ pub(crate) async fn admit<'l>(
     for_cache: bool,
     ctx: &mut RequestCtx,
 ) -> Result<(Option<Principal<'l>>, Bytes, Option<Normalized>), GatewayError> {
-    let who = super::auth::authenticate(live, headers)?;
+    let who = match super::auth::authenticate(live, headers) {
+        Err(e)
+            if e.code == ErrorCode::AuthFailed
+                && super::auth::learn_issued_key(live, headers).await =>
+        {
+            super::auth::authenticate(live, headers)?
+        }
+        r => r?,
+    };
     if let Some(p) = &who {
         ctx.client = Some(p.id.clone());
         ctx.key_id = Some(p.key_id.clone());
@@ -144,6 +152,11 @@ pub async fn run(
     }
     let facts = Facts::read(inbound, headers, &live.config.task_rules);
     ctx.prompt_estimate = facts.prompt_tokens;
+    if let (Target::Route(r), Some(session)) = (&target, &facts.session) {
+        if r.sticky {
+            route::sticky::fetch(live, r, session).await;
+        }
+    }
     let planned = plan_target(live, who, target, &facts, facts.estimated_total(), ctx)?;
     let (plan, route) = (&planned.plan, planned.route);
     let started = Instant::now();
@@ -352,6 +365,14 @@ fn client_limits(
     let Some(limits) = live.registry.client(&c.id) else {
         return Ok(None);
     };
+    // In a fleet the first attempt's admission charges the client's
+    // windows along with the deployment's (one round trip).
+    if let Some(f) = &live.registry.fleet {
+        let ask = crate::reliability::shared::ClientAsk::new(f, &c.id, limits.rpm, limits.tpm);
+        ctx.shared.client = Some(ask);
+        ctx.shared.local = Some(limits);
+        return Ok(None);
+    }
     match limits
         .counter
         .check(Instant::now(), limits.rpm, limits.tpm, estimate)
@@ -371,9 +392,22 @@ fn client_limits(
     }
 }
 
+/// The client's charge on the fleet, as a single gateway's grant.
+fn shared_grant(ctx: &mut RequestCtx) -> Option<ClientGrant> {
+    let g = ctx.shared.granted.take()?;
+    Some(ClientGrant {
+        rate: respond::RateHeaders {
+            requests: g.rpm.map(|l| (u64::from(l), g.reservation.requests_used)),
+            tokens: g.tpm.map(|l| (l, g.reservation.tokens_used)),
+            reset: crate::reliability::limits::window_retry(),
+        },
+        reservation: g.reservation,
+    })
+}
+
 /// The answer, with the gateway's headers; the decision log is written when
 /// the reply (or the stream) ends.
-pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
+pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
     let Ready {
         served,
         client,
@@ -388,6 +422,7 @@ pub fn deliver(ready: Ready, ctx: RequestCtx, rid: &str) -> Response {
         fallback_reason,
     } = served;
     let dropped = (!ctx.dropped_tools.is_empty()).then(|| ctx.dropped_tools.join(","));
+    let client = client.or_else(|| shared_grant(&mut ctx));
     let (reservation, rate) = client.map(|c| (c.reservation, c.rate)).unzip();
     let headers = ServedHeaders {
         request_id: rid,

@@ -204,6 +204,10 @@ pub struct RequestCtx {
     /// ends (`governance::budget`).
     #[serde(skip)]
     pub budget: Option<Hold>,
+    /// What the fleet still has to charge, and the client's charge once
+    /// made (`state.backend: redis`).
+    #[serde(skip)]
+    pub shared: crate::reliability::shared::Pending,
     /// What was left of the budget when the answer went out.
     #[serde(skip)]
     pub budget_remaining: Option<f64>,
@@ -280,6 +284,7 @@ impl RequestCtx {
             prompt_estimate: 0,
             output_cap: None,
             budget: None,
+            shared: Default::default(),
             budget_remaining: None,
             route: None,
             task: None,

@@ -330,6 +330,37 @@ impl Breaker {
         )
     }
 
+    /// The breaker's record as it travels to the other instances of a
+    /// fleet: mode, time left (ms) and cooldown.
+    pub fn shared(&self) -> crate::state::fleet::SharedCircuit {
+        let now = Instant::now();
+        let rec = self.read(now);
+        let until = rec.map_or(0, |r| r.0[1]);
+        crate::state::fleet::SharedCircuit {
+            mode: Self::mode(rec),
+            left_ms: until.saturating_sub(self.store.millis(now)),
+            cooldown_ms: self.cooldown_of(rec).as_millis() as u64,
+        }
+    }
+
+    /// Another instance's transition, `age_ms` after it was made: the same
+    /// mode here, for what is left of its time. A half-open state travels
+    /// as open (each instance runs its own probe once the time is up).
+    pub fn apply_shared(&self, c: crate::state::fleet::SharedCircuit, age_ms: u64) {
+        let now = Instant::now();
+        let cooldown = Duration::from_millis(c.cooldown_ms);
+        let until = self.store.millis(now) + c.left_ms.saturating_sub(age_ms);
+        let rec = match c.mode {
+            CLOSED => {
+                self.clear_counts();
+                Some(self.rec(CLOSED, 0, cooldown))
+            }
+            FORCED_OPEN => Some(self.rec(FORCED_OPEN, 0, cooldown)),
+            _ => Some(self.rec(OPEN, until, cooldown)),
+        };
+        self.store.put(&self.rec_key, rec, None, now);
+    }
+
     /// Operator: forget everything, as if the deployment were new.
     pub fn reset(&self) -> Transition {
         self.clear_counts();

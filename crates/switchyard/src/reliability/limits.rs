@@ -19,6 +19,8 @@ use tokio::time::Instant;
 use crate::adapters::retry_after::go_duration;
 use crate::config::Limits;
 use crate::error::{ErrorCode, GatewayError, Source};
+use crate::state::fleet::Fleet;
+use crate::state::redis::Adjust;
 use crate::state::store::{Record, StateStore};
 
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
@@ -81,9 +83,7 @@ pub struct RateCounter {
 /// Dropped unsettled, the estimate stays counted (the safe side).
 #[must_use = "settle the reservation with the real token usage"]
 pub struct Reservation {
-    store: Arc<dyn StateStore>,
-    rpm_key: Arc<str>,
-    key: Arc<str>,
+    charge: Charge,
     estimate: u64,
     /// The window's requests and tokens with this request counted (0 where
     /// no limit asked for the sum), for the client's `x-ratelimit-*`.
@@ -91,7 +91,40 @@ pub struct Reservation {
     pub tokens_used: u64,
 }
 
+/// Where the request was counted: this instance's store, or the fleet's
+/// shared windows (corrected by queued adjustments, never on the request's
+/// time).
+enum Charge {
+    Local {
+        store: Arc<dyn StateStore>,
+        rpm_key: Arc<str>,
+        key: Arc<str>,
+    },
+    Shared {
+        fleet: Arc<Fleet>,
+        rpm: (Arc<str>, Option<u64>),
+        tpm: (Arc<str>, Option<u64>),
+    },
+}
+
 impl Reservation {
+    /// A request the fleet counted in the shared windows `rpm` and `tpm`
+    /// (full Redis keys, with the buckets it was charged in).
+    pub fn shared(
+        fleet: Arc<Fleet>,
+        rpm: (Arc<str>, Option<u64>),
+        tpm: (Arc<str>, Option<u64>),
+        estimate: u64,
+        used: (u64, u64),
+    ) -> Reservation {
+        Reservation {
+            charge: Charge::Shared { fleet, rpm, tpm },
+            estimate,
+            requests_used: used.0,
+            tokens_used: used.1,
+        }
+    }
+
     /// Settle with the tokens the call used, or keep the estimate when the
     /// upstream reported none (the safe side).
     pub fn settle_used(self, tokens: u64) {
@@ -102,17 +135,35 @@ impl Reservation {
     pub fn settle(self, actual: u64) {
         let delta = actual as i64 - self.estimate as i64;
         if delta != 0 {
-            self.store
-                .add(&self.key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
+            self.add(false, delta);
         }
     }
 
     /// The call never went out (e.g. no concurrency slot): give both back.
     pub fn cancel(self) {
-        let now = Instant::now();
-        let est = self.estimate as i64;
-        self.store.add(&self.key, RATE_WINDOW, now, &[(0, -est)]);
-        self.store.add(&self.rpm_key, RATE_WINDOW, now, &[(0, -1)]);
+        self.add(false, -(self.estimate as i64));
+        self.add(true, -1);
+    }
+
+    fn add(&self, requests: bool, delta: i64) {
+        match &self.charge {
+            Charge::Local {
+                store,
+                rpm_key,
+                key,
+            } => {
+                let key = if requests { rpm_key } else { key };
+                store.add(key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
+            }
+            Charge::Shared { fleet, rpm, tpm } => {
+                let (key, field) = if requests { rpm } else { tpm };
+                fleet.adjust(Adjust {
+                    key: key.clone(),
+                    field: *field,
+                    delta,
+                });
+            }
+        }
     }
 }
 
@@ -173,9 +224,11 @@ impl RateCounter {
             return Err(self.reject("tpm", window_retry()));
         }
         Ok(Reservation {
-            store: s.clone(),
-            rpm_key: self.rpm_key.clone(),
-            key: self.tpm_key.clone(),
+            charge: Charge::Local {
+                store: s.clone(),
+                rpm_key: self.rpm_key.clone(),
+                key: self.tpm_key.clone(),
+            },
             estimate,
             requests_used: requests.max(0) as u64,
             tokens_used: tokens.max(0) as u64,
@@ -244,6 +297,34 @@ impl DeploymentLimits {
 
     fn reject(&self, reason: &'static str, retry_after: Duration) -> LimitRejection {
         self.rate.reject(reason, retry_after)
+    }
+
+    pub fn config(&self) -> Limits {
+        **self.cfg.load()
+    }
+
+    /// rpm/tpm against other limits than the configured ones (this
+    /// instance's share of a fleet's, while Redis is away).
+    pub fn check_rate_with(
+        &self,
+        now: Instant,
+        estimate: u64,
+        rpm: Option<u32>,
+        tpm: Option<u64>,
+    ) -> Result<Reservation, LimitRejection> {
+        self.rate.check(now, rpm, tpm, estimate)
+    }
+
+    /// Waits out a short upstream block (up to `queue_timeout`); a longer
+    /// one refuses.
+    pub async fn wait_out_block(&self) -> Result<(), LimitRejection> {
+        if let Some(wait) = self.blocked_for(Instant::now()) {
+            if wait > self.cfg.load().queue_timeout {
+                return Err(self.reject("upstream_quota", wait));
+            }
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
     }
 
     /// rpm, tpm and the upstream's quota, in one step; no waiting.

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod relay;
 pub mod resume;
 pub mod retry;
+pub mod shared;
 
 use std::sync::Arc;
 
@@ -200,10 +201,14 @@ pub async fn execute_op(
                     e.code,
                     ErrorCode::GatewayRateLimited | ErrorCode::NoHealthyDeployment
                 ) && e.source == Source::Gateway;
-                let stop = if e.code == ErrorCode::ContextTooLong {
+                let over_budget =
+                    e.code == ErrorCode::BudgetExceeded && e.source == Source::Gateway;
+                let stop = if ctx.client_rejected {
+                    true
+                } else if e.code == ErrorCode::ContextTooLong {
                     !escalate
                 } else {
-                    !(e.fall_back() || busy)
+                    !(e.fall_back() || busy || over_budget)
                 };
                 errors.push(e);
                 if stop {
@@ -232,7 +237,13 @@ fn hold_budget(
         // Counting tokens costs nothing: a spent budget does not refuse it.
         Op::CountTokens(_) => return Ok(()),
     };
-    if hold.cover(worst) {
+    // In a fleet the attempt's admission charges it on the shared counter
+    // (one round trip with the rate windows).
+    if dep.state.fleet().is_some_and(|f| f.is_up()) {
+        ctx.shared.budget = (hold.shared_more(worst) > 0).then_some(worst);
+        return Ok(());
+    }
+    if hold.shared_key().is_some() || hold.cover(worst) {
         return Ok(());
     }
     ctx.attempts.push(AttemptLog::skipped(
@@ -370,7 +381,11 @@ pub(crate) async fn admit_attempt(
     ctx: &mut RequestCtx,
 ) -> Result<Slot, GatewayError> {
     let st = &dep.state;
-    match st.limits.admit(estimate).await {
+    let admitted = match st.fleet() {
+        Some(f) => admit_shared(f, dep, estimate, ctx).await,
+        None => st.limits.admit(estimate).await.map_err(Refusal::Limit),
+    };
+    match admitted {
         Ok((reservation, permit)) => Ok(Slot {
             reservation,
             permit,
@@ -378,7 +393,7 @@ pub(crate) async fn admit_attempt(
             // before a retry).
             inflight: st.health.start(),
         }),
-        Err(rejection) => {
+        Err(Refusal::Limit(rejection)) => {
             ctx.attempts.push(AttemptLog::skipped(
                 &dep.name,
                 &dep.provider.name,
@@ -390,7 +405,109 @@ pub(crate) async fn admit_attempt(
             e.source = Source::Gateway;
             Err(e)
         }
+        Err(Refusal::Other(e)) => {
+            let reason = if e.code == ErrorCode::BudgetExceeded {
+                "budget_exceeded"
+            } else {
+                "gateway_rate_limited"
+            };
+            ctx.attempts
+                .push(AttemptLog::skipped(&dep.name, &dep.provider.name, reason));
+            if e.code == ErrorCode::GatewayRateLimited {
+                ctx.limit_rejections += 1;
+            }
+            Err(e)
+        }
     }
+}
+
+enum Refusal {
+    Limit(limits::LimitRejection),
+    /// Decided by the fleet: the client's limit, the budget, or no Redis.
+    Other(GatewayError),
+}
+
+/// [`admit_attempt`] in a fleet: the upstream's block and the concurrency
+/// slot stay this instance's; rpm/tpm and the budget are the fleet's (one
+/// round trip), or this instance's share of them while Redis is away.
+async fn admit_shared(
+    fleet: &Arc<crate::state::fleet::Fleet>,
+    dep: &DeploymentRt,
+    estimate: u64,
+    ctx: &mut RequestCtx,
+) -> Result<(limits::Reservation, limits::Permit), Refusal> {
+    let lim = &dep.state.limits;
+    lim.wait_out_block().await.map_err(Refusal::Limit)?;
+    let reservation = match shared::admit(fleet, dep, estimate, ctx).await {
+        shared::Verdict::Admitted(Some(r)) => r,
+        shared::Verdict::Admitted(None) | shared::Verdict::Local => lim
+            .check_rate(Instant::now(), estimate)
+            .map_err(Refusal::Limit)?,
+        shared::Verdict::Unavailable { reject: true } => {
+            ctx.client_rejected = true;
+            return Err(Refusal::Other(shared::unavailable()));
+        }
+        shared::Verdict::Unavailable { reject: false } => local_share(fleet, dep, estimate, ctx)?,
+        shared::Verdict::Refused(e) => return Err(Refusal::Other(e)),
+    };
+    match lim.acquire().await {
+        Ok(permit) => Ok((reservation, permit)),
+        Err(e) => {
+            reservation.cancel();
+            Err(Refusal::Limit(e))
+        }
+    }
+}
+
+/// Redis is away (`on_unavailable: local`): the client's and the
+/// deployment's limits on this instance's counters, each divided by the
+/// instances last seen; the budget on this instance's own account.
+fn local_share(
+    fleet: &crate::state::fleet::Fleet,
+    dep: &DeploymentRt,
+    estimate: u64,
+    ctx: &mut RequestCtx,
+) -> Result<limits::Reservation, Refusal> {
+    let now = Instant::now();
+    if let Some(c) = ctx.shared.client.take() {
+        if let Some(limits) = ctx.shared.local.clone() {
+            let rpm = c.rpm.map(|r| fleet.local_share(u64::from(r)) as u32);
+            let tpm = c.tpm.map(|t| fleet.local_share(t));
+            match limits.counter.check(now, rpm, tpm, estimate) {
+                Ok(reservation) => {
+                    ctx.shared.granted = Some(shared::ClientGranted {
+                        reservation,
+                        rpm,
+                        tpm,
+                    });
+                }
+                Err(r) => {
+                    ctx.client_rejected = true;
+                    return Err(Refusal::Other(r.to_error()));
+                }
+            }
+        }
+    }
+    if let (Some(usd), Some(hold)) = (ctx.shared.budget.take(), ctx.budget.as_mut()) {
+        if hold.shared_key().is_none() && !hold.cover(usd) {
+            let client = ctx.client.as_deref().unwrap_or("this client");
+            return Err(Refusal::Other(GatewayError::new(
+                ErrorCode::BudgetExceeded,
+                Source::Gateway,
+                format!(
+                    "{client}'s budget does not cover this request on {}",
+                    dep.name
+                ),
+            )));
+        }
+    }
+    let cfg = dep.state.limits.config();
+    let rpm = cfg.rpm.map(|r| fleet.local_share(u64::from(r)) as u32);
+    let tpm = cfg.tpm.map(|t| fleet.local_share(t));
+    dep.state
+        .limits
+        .check_rate_with(now, estimate, rpm, tpm)
+        .map_err(Refusal::Limit)
 }
 
 /// An admitted attempt: its rpm/tpm reservation, concurrency slot and

@@ -46,12 +46,51 @@ pub fn apply(live: &Live, route: &Route, session: &str, p: &mut Plan, now: Insta
 }
 
 /// Remember who served the session (the whole history moves with it: the
-/// client sends it on every turn).
+/// client sends it on every turn); in a fleet, for every instance.
 pub fn remember(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
+    pin(live, route, session, deployment, now);
+    if let Some(f) = &live.registry.fleet {
+        let (k, dep) = (f.key(&key(route, session)), deployment.to_owned());
+        f.write(move |r| async move {
+            let mut c = r.conn();
+            ::redis::cmd("SET")
+                .arg(k)
+                .arg(dep)
+                .arg("PX")
+                .arg(SESSION_TTL.as_millis() as u64)
+                .query_async(&mut c)
+                .await
+        });
+    }
+}
+
+fn pin(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
     live.registry.store().put(
         &key(route, session),
         Some(Record([id_hash(deployment), 0, 0, 0])),
         Some(SESSION_TTL),
         now,
     );
+}
+
+/// In a fleet, the session may have been served by another instance: read
+/// its binding (one read, for sticky requests only) before planning.
+pub async fn fetch(live: &Live, route: &Route, session: &str) {
+    let Some(f) = &live.registry.fleet else {
+        return;
+    };
+    let k = f.key(&key(route, session));
+    let found: Option<String> = f
+        .read(|r| async move {
+            let mut c = r.conn();
+            ::redis::cmd("GET")
+                .arg(k)
+                .query_async::<Option<String>>(&mut c)
+                .await
+        })
+        .await
+        .flatten();
+    if let Some(dep) = found {
+        pin(live, route, session, &dep, Instant::now());
+    }
 }

@@ -14,7 +14,7 @@ use switchyard_protocol::ir::{ChatResponse, FinishReason};
 pub type CacheKey = [u8; 32];
 
 /// A stored answer and who served it (the replay's `x-switchyard-deployment`).
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct CachedAnswer {
     pub answer: ChatResponse,
     pub deployment: Arc<str>,
@@ -46,8 +46,9 @@ pub trait ResponseCache: Send + Sync {
     fn get<'a>(&'a self, key: &'a CacheKey) -> Lookup<'a>;
     /// Keep `answer` under `key` for the TTL (never waited on).
     fn put(&self, key: CacheKey, answer: Arc<CachedAnswer>);
-    /// Forget everything (`DELETE /admin/cache`); how many entries went.
-    fn clear(&self) -> u64;
+    /// Forget everything (`DELETE /admin/cache`); how many entries went
+    /// (`None`: the shared backend could not be reached).
+    fn clear(&self) -> Pin<Box<dyn Future<Output = Option<u64>> + Send + '_>>;
     /// Entries held now (`switchyard_cache_entries`).
     fn entries(&self) -> u64;
 }
@@ -119,12 +120,12 @@ impl ResponseCache for MemoryCache {
         self.inner.insert(key, answer);
     }
 
-    fn clear(&self) -> u64 {
+    fn clear(&self) -> Pin<Box<dyn Future<Output = Option<u64>> + Send + '_>> {
         self.inner.run_pending_tasks();
         let n = self.inner.entry_count();
         self.inner.invalidate_all();
         self.inner.run_pending_tasks();
-        n
+        Box::pin(std::future::ready(Some(n)))
     }
 
     fn entries(&self) -> u64 {
@@ -209,7 +210,10 @@ mod tests {
                 .as_deref(),
             Some("a")
         );
-        assert_eq!(c.clear(), 1);
+        assert_eq!(
+            futures_util::FutureExt::now_or_never(c.clear()),
+            Some(Some(1))
+        );
         assert!(get(&c, &[1; 32]).is_none());
         assert_eq!(c.entries(), 0);
     }

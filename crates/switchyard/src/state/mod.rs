@@ -4,8 +4,10 @@
 //! the fleet's shared state in Redis (`redis`: admission, circuit events).
 
 pub mod cache;
+pub mod fleet;
 pub mod live;
 pub mod memory;
 pub mod redis;
+pub mod redis_cache;
 pub mod responses;
 pub mod store;

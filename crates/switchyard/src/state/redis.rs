@@ -20,37 +20,75 @@ use ::redis::aio::ConnectionManager;
 /// Buckets per window: a window slides in tenths.
 pub const BUCKETS: u64 = 10;
 
+/// Per key, ARGV holds five values: limit, cost, span (ms), flags, seed.
+/// flags bit 0: a fixed counter (a budget's calendar window: one integer,
+/// `seed` when missing, expiring after `span`) rather than a sliding one;
+/// bit 1: one request larger than the whole limit may run alone.
+/// ARGV[3], when not empty, is a virtual key's id that must not be in the
+/// revoked set (the last KEY): a revoke on one instance is refused on
+/// every other at once, in the same round trip.
 const ADMIT: &str = r"
-local now, span, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local width = math.max(1, math.floor(span / n))
-local cur = math.floor(now / width)
+local now, n, deny = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local windows = #KEYS
+if deny ~= '' then
+  windows = windows - 1
+  if redis.call('SISMEMBER', KEYS[#KEYS], deny) == 1 then
+    return {2, 0, 0}
+  end
+end
 local used = {}
-for i, key in ipairs(KEYS) do
-  local limit, cost = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+local function arg(i, k) return tonumber(ARGV[3 + 5 * (i - 1) + k]) end
+for i = 1, windows do
+  local key = KEYS[i]
+  local limit, cost, span, flags = arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
   local total = 0
-  local fields = redis.call('HGETALL', key)
-  for j = 1, #fields, 2 do
-    if tonumber(fields[j]) > cur - n then
-      total = total + tonumber(fields[j + 1])
-    else
-      redis.call('HDEL', key, fields[j])
+  if flags % 2 == 1 then
+    total = tonumber(redis.call('GET', key) or arg(i, 5))
+  else
+    local width = math.max(1, math.floor(span / n))
+    local cur = math.floor(now / width)
+    local fields = redis.call('HGETALL', key)
+    for j = 1, #fields, 2 do
+      if tonumber(fields[j]) > cur - n then
+        total = total + tonumber(fields[j + 1])
+      else
+        redis.call('HDEL', key, fields[j])
+      end
     end
   end
-  if total + cost > limit then
+  local alone = math.floor(flags / 2) % 2 == 1 and total == 0
+  if cost > 0 and total + cost > limit and not alone then
     return {0, i, total}
   end
   used[i] = total
 end
-for i, key in ipairs(KEYS) do
-  local cost = tonumber(ARGV[3 + 2 * i])
-  if cost ~= 0 then
-    redis.call('HINCRBY', key, cur, cost)
+for i = 1, windows do
+  local key = KEYS[i]
+  local cost, span, flags = arg(i, 2), arg(i, 3), arg(i, 4)
+  if flags % 2 == 1 then
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('SET', key, arg(i, 5), 'PX', span)
+    end
+    if cost ~= 0 then redis.call('INCRBY', key, cost) end
+  else
+    local width = math.max(1, math.floor(span / n))
+    if cost ~= 0 then redis.call('HINCRBY', key, math.floor(now / width), cost) end
+    redis.call('PEXPIRE', key, span * 2)
   end
-  redis.call('PEXPIRE', key, span * 2)
   used[i] = used[i] + cost
 end
 return {1, 0, unpack(used)}
 ";
+
+/// What a window counts over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// A sliding window of this many ms (rpm, tpm).
+    Sliding(u64),
+    /// A fixed counter (a budget's calendar window in micro-USD): starts at
+    /// `seed` when Redis has none, and expires `ttl_ms` after it was made.
+    Fixed { ttl_ms: u64, seed: u64 },
+}
 
 /// One limiter a request must fit: `cost` more within `limit`.
 #[derive(Debug, Clone)]
@@ -58,6 +96,21 @@ pub struct Window<'a> {
     pub key: &'a str,
     pub limit: u64,
     pub cost: u64,
+    pub span: Span,
+    /// One request larger than the whole limit may run while nothing else
+    /// is counted (a tpm limit; never a budget).
+    pub alone_ok: bool,
+}
+
+impl Window<'_> {
+    /// The hash field a sliding window charged at `now_ms` (what a later
+    /// adjustment must move); `None` for a fixed counter.
+    pub fn field(&self, now_ms: u64) -> Option<u64> {
+        match self.span {
+            Span::Sliding(span) => Some(now_ms / (span / BUCKETS).max(1)),
+            Span::Fixed { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +120,19 @@ pub enum Admission {
     /// Window `index` (0-based) had used `used` of its limit already and
     /// this cost did not fit; nothing was charged anywhere.
     Refused { index: usize, used: u64 },
+    /// The virtual key was revoked (on some instance); nothing charged.
+    Revoked,
+}
+
+/// A correction to what a request was charged, written after its answer
+/// (a settle: real tokens or cost for the estimate; a cancel).
+#[derive(Debug, Clone)]
+pub struct Adjust {
+    /// The full Redis key (prefix included).
+    pub key: std::sync::Arc<str>,
+    /// The sliding window's bucket; `None` for a fixed counter.
+    pub field: Option<u64>,
+    pub delta: i64,
 }
 
 /// The fleet's shared state on one Redis (reconnecting on its own).
@@ -79,10 +145,16 @@ pub struct RedisState {
 }
 
 impl RedisState {
-    /// Connect to `url` (`redis://`, `rediss://`); keys go under `prefix`.
+    /// Connect to `url` (`redis://`); keys go under `prefix`. A lost
+    /// connection is re-made in the background; a call meanwhile fails
+    /// fast rather than waiting for it.
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisState, String> {
         let client = ::redis::Client::open(url).map_err(|e| format!("state.redis_url: {e}"))?;
-        let conn = ConnectionManager::new(client)
+        let cfg = ::redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(std::time::Duration::from_millis(500))
+            .set_number_of_retries(2)
+            .set_max_delay(200);
+        let conn = ConnectionManager::new_with_config(client, cfg)
             .await
             .map_err(|e| format!("redis at state.redis_url: {e}"))?;
         Ok(RedisState {
@@ -93,32 +165,79 @@ impl RedisState {
         })
     }
 
-    /// `windows` over `span_ms` at `now_ms` (the caller's clock, in ms):
-    /// all of them charged, or none. One round trip (`EVALSHA`, loading
-    /// the script once if the server does not have it).
+    /// `prefix` + `key`: the name Redis knows a key by.
+    pub fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    pub fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// `windows` at `now_ms` (the caller's clock, in ms): all of them
+    /// charged, or none. One round trip (`EVALSHA`, loading the script
+    /// once if the server does not have it). Keys are taken as given
+    /// (prefixed by the caller, see [`RedisState::key`]).
     pub async fn admit(
         &self,
         windows: &[Window<'_>],
-        span_ms: u64,
+        now_ms: u64,
+    ) -> Result<Admission, ::redis::RedisError> {
+        self.admit_key(windows, None, now_ms).await
+    }
+
+    /// [`RedisState::admit`], refused first if `revoked` = (set, key id)
+    /// holds the id.
+    pub async fn admit_key(
+        &self,
+        windows: &[Window<'_>],
+        revoked: Option<(&str, &str)>,
         now_ms: u64,
     ) -> Result<Admission, ::redis::RedisError> {
         let mut call = self.admit.prepare_invoke();
-        call.arg(now_ms).arg(span_ms).arg(BUCKETS);
+        call.arg(now_ms)
+            .arg(BUCKETS)
+            .arg(revoked.map_or("", |(_, id)| id));
         for w in windows {
-            call.key(format!("{}{}", self.prefix, w.key))
+            let (span, flags, seed) = match w.span {
+                Span::Sliding(span) => (span, 0, 0),
+                Span::Fixed { ttl_ms, seed } => (ttl_ms, 1, seed),
+            };
+            let flags = flags | if w.alone_ok { 2 } else { 0 };
+            call.key(w.key)
                 .arg(w.limit)
-                .arg(w.cost);
+                .arg(w.cost)
+                .arg(span)
+                .arg(flags)
+                .arg(seed);
+        }
+        if let Some((set, _)) = revoked {
+            call.key(set);
         }
         let mut conn = self.conn.clone();
         let reply: Vec<u64> = call.invoke_async(&mut conn).await?;
         Ok(match reply.as_slice() {
             [1, _, used @ ..] => Admission::Admitted(used.to_vec()),
+            [2, ..] => Admission::Revoked,
             [_, index, used, ..] => Admission::Refused {
                 index: (*index as usize).saturating_sub(1),
                 used: *used,
             },
             _ => Admission::Refused { index: 0, used: 0 },
         })
+    }
+
+    /// Many requests' corrections in one pipelined round trip.
+    pub async fn adjust(&self, batch: &[Adjust]) -> Result<(), ::redis::RedisError> {
+        let mut pipe = ::redis::pipe();
+        for a in batch {
+            match a.field {
+                Some(f) => pipe.hincr(&*a.key, f, a.delta).ignore(),
+                None => pipe.incr(&*a.key, a.delta).ignore(),
+            };
+        }
+        let mut conn = self.conn.clone();
+        pipe.query_async::<()>(&mut conn).await
     }
 }
 
@@ -162,6 +281,19 @@ impl CircuitEvent {
     }
 }
 
+/// One entry of the events stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Circuit(CircuitEvent),
+    /// A virtual key issued through the admin API (its record, as JSON).
+    KeyIssued(String),
+    /// A virtual key revoked: `client id`.
+    KeyRevoked(String),
+}
+
+pub const KEY_ISSUED: &str = "key_issued";
+pub const KEY_REVOKED: &str = "key_revoked";
+
 /// Where a consumer is in the stream (`0` from the start, or an entry id).
 pub type StreamPos = String;
 
@@ -169,7 +301,8 @@ impl RedisState {
     fn circuit_keys(&self) -> (String, String) {
         (
             format!("{}circuits", self.prefix),
-            format!("{}circuit-events", self.prefix),
+            // Contract §7: the fleet's events stream.
+            format!("{}events", self.prefix),
         )
     }
 
@@ -232,6 +365,39 @@ impl RedisState {
         pos: &str,
         block_ms: u64,
     ) -> Result<(Vec<CircuitEvent>, StreamPos), ::redis::RedisError> {
+        let (events, next) = self.events(pos, block_ms).await?;
+        let circuits = events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Circuit(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        Ok((circuits, next))
+    }
+
+    /// Append a non-circuit event (a virtual key issued or revoked).
+    pub async fn publish_event(&self, field: &str, value: &str) -> Result<(), ::redis::RedisError> {
+        let (_, stream) = self.circuit_keys();
+        let mut conn = self.conn.clone();
+        ::redis::cmd("XADD")
+            .arg(&stream)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(10_000)
+            .arg("*")
+            .arg(field)
+            .arg(value)
+            .query_async::<()>(&mut conn)
+            .await
+    }
+
+    /// Every event after `pos` (see [`RedisState::circuit_events`]).
+    pub async fn events(
+        &self,
+        pos: &str,
+        block_ms: u64,
+    ) -> Result<(Vec<Event>, StreamPos), ::redis::RedisError> {
         let (_, stream) = self.circuit_keys();
         let mut conn = self.conn.clone();
         let opts = ::redis::streams::StreamReadOptions::default()
@@ -245,7 +411,11 @@ impl RedisState {
             for entry in key.ids {
                 let field = |name: &str| entry.get::<String>(name);
                 if let (Some(d), Some(e)) = (field("deployment"), field("entry")) {
-                    events.extend(CircuitEvent::parse(&d, &e));
+                    events.extend(CircuitEvent::parse(&d, &e).map(Event::Circuit));
+                } else if let Some(k) = field(KEY_ISSUED) {
+                    events.push(Event::KeyIssued(k));
+                } else if let Some(k) = field(KEY_REVOKED) {
+                    events.push(Event::KeyRevoked(k));
                 }
                 next = entry.id;
             }

@@ -24,6 +24,8 @@
 //! | `gauge_add` | in-flight counts | `INCRBY key:{instance}` with TTL; sum |
 
 use crate::state::cache::{MemoryCache, ResponseCache};
+use crate::state::fleet::{Fleet, FleetSink, SharedCircuit, SharedKey};
+use crate::state::redis_cache::RedisCache;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -92,6 +94,8 @@ pub struct DeploymentState {
     pub limits: DeploymentLimits,
     pub retry_budget: RetryBudget,
     pub keys: KeyTracker,
+    /// The fleet this deployment's circuit is shared with.
+    fleet: Option<Arc<Fleet>>,
 }
 
 /// `/admin/state` `deployments[]` entry (contract §5).
@@ -110,7 +114,7 @@ pub struct DeploymentAdmin {
 }
 
 impl DeploymentState {
-    fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config) -> Self {
+    fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config, fleet: Option<Arc<Fleet>>) -> Self {
         let scope = format!("dep:{id}");
         let (provider, p) = provider_of(cfg, id);
         let labels = p
@@ -131,7 +135,32 @@ impl DeploymentState {
             ),
             retry_budget: RetryBudget::new(store.clone(), &scope),
             keys: KeyTracker::new(store.clone(), provider, labels),
+            fleet,
         }
+    }
+
+    /// The fleet this deployment's limits and circuit are shared with.
+    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
+        self.fleet.as_ref()
+    }
+
+    /// Tell the fleet about a transition made here.
+    fn share(&self, t: Option<Transition>) -> Option<Transition> {
+        if let (Some(_), Some(f)) = (t, &self.fleet) {
+            f.publish(&self.id, self.circuit.shared());
+        }
+        t
+    }
+
+    /// An operator's `open`, `close` or `reset` (shared with the fleet).
+    pub fn force(&self, action: &str) -> Option<Transition> {
+        let t = match action {
+            "open" => self.circuit.force_open(),
+            "close" => self.circuit.force_close(),
+            "reset" => self.circuit.reset(),
+            _ => return None,
+        };
+        self.share(Some(t))
     }
 
     fn update(&self, cfg: &Config) {
@@ -162,7 +191,7 @@ impl DeploymentState {
             latency,
             probe,
         };
-        self.circuit.record(now, outcome)
+        self.share(self.circuit.record(now, outcome))
     }
 
     pub fn admin(&self, now: Instant) -> DeploymentAdmin {
@@ -211,11 +240,18 @@ pub struct Registry {
     /// The response cache and the settings it was built with: kept across
     /// reloads that leave `cache` alone, built anew when they change it.
     cache: Mutex<Option<(crate::config::Cache, Arc<dyn ResponseCache>)>>,
+    /// The fleet, with `state.backend: redis`.
+    pub fleet: Option<Arc<Fleet>>,
 }
 
 impl Registry {
     pub fn new(store: Arc<dyn StateStore>) -> Self {
+        Self::with_fleet(store, None)
+    }
+
+    pub fn with_fleet(store: Arc<dyn StateStore>, fleet: Option<Arc<Fleet>>) -> Self {
         Registry {
+            fleet,
             store,
             deployments: ArcSwap::from_pointee(HashMap::new()),
             clients: ArcSwap::from_pointee(HashMap::new()),
@@ -229,18 +265,25 @@ impl Registry {
     /// The response cache `cfg` asks for (`None` when it is off). Called per
     /// config, never per request: the `Live` snapshot keeps the handle.
     pub fn response_cache(&self, cfg: &crate::config::Cache) -> Option<Arc<dyn ResponseCache>> {
+        use crate::config::CacheBackend;
         let mut held = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if cfg.backend != crate::config::CacheBackend::Memory {
-            *held = None;
-            return None;
-        }
+        let shared = match (cfg.backend, &self.fleet) {
+            (CacheBackend::Memory, _) => None,
+            (CacheBackend::Redis, Some(f)) => Some(f),
+            _ => {
+                *held = None;
+                return None;
+            }
+        };
         if let Some((was, cache)) = held.as_ref() {
             if was == cfg {
                 return Some(cache.clone());
             }
         }
-        let cache: Arc<dyn ResponseCache> =
-            Arc::new(MemoryCache::new(cfg.ttl, cfg.max_entries, cfg.max_bytes));
+        let cache: Arc<dyn ResponseCache> = match shared {
+            Some(f) => Arc::new(RedisCache::new(f.clone(), cfg.ttl, cfg.max_entries)),
+            None => Arc::new(MemoryCache::new(cfg.ttl, cfg.max_entries, cfg.max_bytes)),
+        };
         *held = Some((*cfg, cache.clone()));
         Some(cache)
     }
@@ -262,7 +305,12 @@ impl Registry {
                     d.update(cfg);
                     d.clone()
                 }
-                None => Arc::new(DeploymentState::new(&self.store, id, cfg)),
+                None => Arc::new(DeploymentState::new(
+                    &self.store,
+                    id,
+                    cfg,
+                    self.fleet.clone(),
+                )),
             };
             next.insert(id.clone(), dep);
         }
@@ -301,6 +349,26 @@ impl Registry {
             .collect();
         list.sort_by(|a, b| a.id.cmp(&b.id));
         list
+    }
+}
+
+/// Events from the rest of the fleet land here: circuits on the breakers,
+/// virtual keys in the issued set.
+impl FleetSink for Registry {
+    fn circuit(&self, deployment: &str, c: SharedCircuit, age_ms: u64) {
+        if let Some(d) = self.get(deployment) {
+            d.circuit.apply_shared(c, age_ms);
+        }
+    }
+
+    fn key_issued(&self, k: SharedKey) {
+        if let Some((sha, issued)) = crate::governance::keys::from_shared(&k) {
+            self.issued_keys.insert(sha, issued);
+        }
+    }
+
+    fn key_revoked(&self, client: &str, id: &str) {
+        self.issued_keys.remove(client, id);
     }
 }
 

@@ -13,9 +13,13 @@ pub struct Redis {
 
 impl Redis {
     pub fn start() -> Redis {
+        Self::start_on(super::free_port())
+    }
+
+    /// On a given port (a restart where the clients expect it).
+    pub fn start_on(port: u16) -> Redis {
         let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
         let dir = tempfile::tempdir().unwrap();
-        let port = super::free_port();
         let child = Command::new(&bin)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
@@ -40,6 +44,12 @@ impl Redis {
             std::thread::sleep(Duration::from_millis(20));
         }
         panic!("redis-server did not listen on {port}");
+    }
+
+    /// Kill it at once (as a crash would).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub fn url(&self) -> String {

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use super::*;
 
-const NO_CACHE: &str = "not supported yet (the response cache has no shared backend in this build)";
 const CACHE_OFF: &str = "has no effect: the response cache is off";
-const NO_SHARED: &str = "not supported yet (there is no shared state in this build, each gateway process keeps its own in memory)";
+const NO_SHARED: &str =
+    "has no effect: there is no shared state; set `state.backend: redis` or remove it";
 
 #[test]
 fn every_refused_key_with_its_position() {
@@ -17,11 +17,12 @@ fn every_refused_key_with_its_position() {
 cache:
   backend: redis
   ttl: 1m
-  max_entries: 10
+  max_bytes: 1MiB
   when: always
 state:
   backend: redis
-  redis_url: redis://cache:6379
+  redis_url: rediss://cache:6379
+  cluster_urls: [redis://a:6379]
 usage:
   store: sqlite
   path: usage.db
@@ -31,12 +32,11 @@ observability:
   log_format: pretty
   log_requests: false
 "#;
-    let redis = "set `backend: memory` or `backend: off`";
     let want = [
-        (6, 12, "cache.backend", format!("{NO_CACHE}; {redis}")),
-        (11, 12, "state.backend", format!("{NO_SHARED}; remove it or set `backend: memory`")),
-        (12, 14, "state.redis_url", format!("{NO_SHARED}; remove it")),
-        (18, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
+        (8, 14, "cache.max_bytes", "has no effect with `backend: redis` (Redis's own `maxmemory` bounds it); remove it".to_string()),
+        (12, 14, "state.redis_url", "not supported yet (only plain `redis://` is built; TLS (`rediss://`) and Sentinel are not); use a `redis://` URL".to_string()),
+        (13, 17, "state.cluster_urls", "not supported yet (Redis Cluster is not built); use one `redis_url`".to_string()),
+        (19, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
     ];
     let want: Vec<_> = want
         .into_iter()
@@ -44,10 +44,10 @@ observability:
         .collect();
     assert_eq!(errs(src), want);
 
-    let shown = load(src).unwrap_err()[0].to_string();
-    assert_eq!(
-        shown,
-        format!("t.yaml:6:12: cache.backend: {NO_CACHE}; {redis}")
+    let shown = load(src).unwrap_err()[1].to_string();
+    assert!(
+        shown.starts_with("t.yaml:12:14: state.redis_url: not supported yet"),
+        "{shown}"
     );
 }
 
@@ -118,22 +118,41 @@ fn grammar_comes_first_one_message_per_key() {
 }
 
 #[test]
-fn a_refused_feature_is_not_also_asked_to_be_completed() {
-    // Not "needs `state.redis_url`" / "needs `usage.url`": adding them would
-    // only earn another refusal.
+fn the_fleet_says_what_it_needs() {
     one(
         "state: { backend: redis }\n",
         1,
         19,
         "state.backend",
-        NO_SHARED,
+        "`backend: redis` needs `state.redis_url`",
     );
+    // The shared cache is the fleet's.
     one(
         "cache: { backend: redis }\n",
         1,
         19,
         "cache.backend",
-        NO_CACHE,
+        "`cache.backend: redis` is the fleet's shared cache: it needs `state.backend: redis`",
+    );
+    let c = load(concat!(
+        "state: { backend: redis, redis_url: \"redis://r:6379/\", key_prefix: \"gw:\", on_unavailable: reject }\n",
+        "cache: { backend: redis, ttl: 1m }\n",
+    ))
+    .unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(
+        (
+            c.state.key_prefix.as_str(),
+            c.state.on_unavailable,
+            c.cache.backend
+        ),
+        ("gw:", OnUnavailable::Reject, CacheBackend::Redis)
+    );
+    one(
+        "state: { backend: redis, redis_url: \"redis://r\", on_unavailable: maybe }\n",
+        1,
+        66,
+        "state.on_unavailable",
+        "unknown value `maybe`",
     );
 }
 
@@ -207,7 +226,7 @@ fn truthful_values_load() {
 }
 
 #[test]
-fn every_contract_key_of_a_later_feature_is_refused_not_unknown() {
+fn the_fleets_keys_without_the_fleet_have_no_effect() {
     let src = r#"state:
   key_prefix: "switchyard:"
   on_unavailable: local
@@ -215,16 +234,18 @@ fn every_contract_key_of_a_later_feature_is_refused_not_unknown() {
 "#;
     let got: Vec<_> = errs(src)
         .into_iter()
-        .map(|(l, c, p, m)| (l, c, p, m.starts_with("not supported yet")))
+        .map(|(l, c, p, m)| (l, c, p, m.split(' ').take(3).collect::<Vec<_>>().join(" ")))
         .collect();
-    assert_eq!(
-        got,
-        [
-            (2, 15, "state.key_prefix".to_string(), true),
-            (3, 19, "state.on_unavailable".to_string(), true),
-            (4, 17, "state.cluster_urls".to_string(), true),
-        ]
-    );
+    let want = [
+        (2, 15, "state.key_prefix", "has no effect:"),
+        (3, 19, "state.on_unavailable", "has no effect:"),
+        (4, 17, "state.cluster_urls", "not supported yet"),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(l, c, p, m)| (*l, *c, p.to_string(), m.to_string()))
+        .collect();
+    assert_eq!(got, want);
 }
 
 #[test]

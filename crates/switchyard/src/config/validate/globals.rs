@@ -54,7 +54,14 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
             backend: s.choice(d, "backend", &backends),
             redis_url: s.get(d, "redis_url", f::string),
             key_prefix: s.get(d, "key_prefix", f::string),
-            on_unavailable: s.get(d, "on_unavailable", f::string),
+            on_unavailable: s.choice(
+                d,
+                "on_unavailable",
+                &[
+                    ("local", OnUnavailable::Local),
+                    ("reject", OnUnavailable::Reject),
+                ],
+            ),
             cluster_urls: s.get(d, "cluster_urls", f::json),
         };
     }
@@ -184,6 +191,14 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
     let state = State {
         backend: s.backend.as_ref().map_or(StateBackend::Memory, |b| b.value),
         redis_url,
+        key_prefix: s
+            .key_prefix
+            .as_ref()
+            .map_or_else(|| "switchyard:".to_owned(), |p| p.value.clone()),
+        on_unavailable: s
+            .on_unavailable
+            .as_ref()
+            .map_or_else(Default::default, |o| o.value),
     };
     let u = &raw.usage;
     let store = u.store.as_ref().map_or(UsageStore::Sqlite, |s| s.value);
@@ -265,8 +280,15 @@ pub fn requirements(d: &mut Diags, raw: &RawConfig) {
         .as_ref()
         .filter(|b| b.value == CacheBackend::Redis)
     {
-        if s.redis_url.is_none() {
-            d.missing(&b.at, "`cache.backend: redis` needs `state.redis_url`");
+        let shared = s
+            .backend
+            .as_ref()
+            .is_some_and(|b| b.value == StateBackend::Redis);
+        if !shared {
+            d.missing(
+                &b.at,
+                "`cache.backend: redis` is the fleet's shared cache: it needs `state.backend: redis`",
+            );
         }
     }
     if let Some(st) = u.store.as_ref().filter(|s| s.value == UsageStore::Postgres) {

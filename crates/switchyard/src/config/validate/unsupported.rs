@@ -17,9 +17,6 @@ use super::super::raw::RawConfig;
 use super::super::Diags;
 use crate::config::model::{CacheBackend, DebugBodies, StateBackend};
 
-const NO_SHARED: &str =
-    "there is no shared state in this build, each gateway process keeps its own in memory";
-
 fn at<T>(v: &Option<Sp<T>>) -> Option<&At> {
     v.as_ref().map(|s| &s.at)
 }
@@ -38,18 +35,16 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         "has no effect: the response cache is off; set `cache.backend: memory` or remove it";
     let c = &raw.cache;
     let backend = c.backend.as_ref().map(|b| b.value);
-    if let Some(b) = c
-        .backend
-        .as_ref()
-        .filter(|b| b.value == CacheBackend::Redis)
-    {
-        say(
-            &b.at,
-            refuse(
-                "the response cache has no shared backend in this build",
-                "set `backend: memory` or `backend: off`",
-            ),
-        );
+    // A shared cache is the fleet's: it needs the fleet's Redis, and Redis
+    // bounds its bytes (`maxmemory`), not us.
+    if backend == Some(CacheBackend::Redis) {
+        if let Some(m) = &c.max_bytes {
+            say(
+                &m.at,
+                "has no effect with `backend: redis` (Redis's own `maxmemory` bounds it); remove it"
+                    .into(),
+            );
+        }
     }
     // The cache is off unless `backend: memory` asks for it: a key that
     // tunes a cache that is not there would do nothing.
@@ -70,27 +65,43 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         }
     }
 
+    // The fleet's keys act with `backend: redis` only; the rest of Redis's
+    // ways in (TLS, Sentinel, Cluster) are not built yet.
     let s = &raw.state;
-    if let Some(b) = s
+    let shared = s
         .backend
         .as_ref()
-        .filter(|b| b.value == StateBackend::Redis)
+        .is_some_and(|b| b.value == StateBackend::Redis);
+    if !shared {
+        for a in [at(&s.redis_url), at(&s.key_prefix), at(&s.on_unavailable)]
+            .into_iter()
+            .flatten()
+        {
+            say(
+                a,
+                "has no effect: there is no shared state; set `state.backend: redis` or remove it"
+                    .into(),
+            );
+        }
+    }
+    if let Some(u) = s
+        .redis_url
+        .as_ref()
+        .filter(|u| !u.value.starts_with("redis://"))
     {
         say(
-            &b.at,
-            refuse(NO_SHARED, "remove it or set `backend: memory`"),
+            &u.at,
+            refuse(
+                "only plain `redis://` is built; TLS (`rediss://`) and Sentinel are not",
+                "use a `redis://` URL",
+            ),
         );
     }
-    for a in [
-        at(&s.redis_url),
-        at(&s.cluster_urls),
-        at(&s.key_prefix),
-        at(&s.on_unavailable),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        say(a, refuse(NO_SHARED, "remove it"));
+    if let Some(a) = at(&s.cluster_urls) {
+        say(
+            a,
+            refuse("Redis Cluster is not built", "use one `redis_url`"),
+        );
     }
 
     let o = &raw.observability;

@@ -1,0 +1,608 @@
+//! Many instances as one gateway (contract §7): three gateway processes of
+//! the built binary on one real `redis-server`, requests spread across them.
+//! Limits and budgets hold for the fleet, circuits travel between the
+//! instances within a second, and killing Redis fails no request.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::instance::{fleet, metric, Instance};
+use common::redis::Redis;
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+/// One fleet at a time: three debug-build gateways per test already fill
+/// two cores, and an admission slower than 50 ms is (rightly) taken for
+/// Redis being away.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn yaml(redis: &Redis, extra: &str) -> String {
+    format!(
+        r#"
+providers:
+  oa:
+    protocol: openai
+    base_url: "{{mock}}/v1"
+    limits: {{ rpm: 45 }}
+    circuit: {{ consecutive_failures: 3, cooldown: 30s, min_requests: 100 }}
+  ob: {{ protocol: openai, base_url: "{{mock}}/v1", limits: {{ tpm: 3000 }} }}
+  oc: {{ protocol: openai, base_url: "{{mock}}/v1" }}
+  od: {{ protocol: openai, base_url: "{{mock}}/v1" }}
+models:
+  - {{ id: oa/m, provider: oa, model: gpt-m, pricing: {{ input: 1000, output: 1000 }} }}
+  - {{ id: ob/m, provider: ob, model: gpt-m }}
+  - {{ id: oc/m, provider: oc, model: gpt-m, pricing: {{ input: 1000, output: 1000 }} }}
+  - {{ id: od/m, provider: od, model: gpt-m }}
+routes:
+  chat: {{ targets: [oa/m], retry: {{ attempts: 1 }} }}
+  tokens: {{ targets: [ob/m], retry: {{ attempts: 1 }} }}
+  open: {{ targets: [oc/m], retry: {{ attempts: 1 }} }}
+  pair:
+    strategy: weighted
+    targets: [{{ deployment: oc/m, weight: 1 }}, {{ deployment: od/m, weight: 1 }}]
+    sticky: true
+clients:
+  - {{ id: limited, key_env: CLIENT_KEY, rpm: 60 }}
+  - {{ id: free, key_env: FREE_KEY }}
+  - {{ id: spender, key_env: SPEND_KEY, budget: {{ usd: 1, per: day }} }}
+  - {{ id: steady, key_env: STEADY_KEY, rpm: 100000 }}
+state: {{ backend: redis, redis_url: "{}", key_prefix: "fleet:" }}
+{extra}"#,
+        redis.url()
+    )
+}
+
+const ENVS: &[(&str, &str)] = &[
+    ("FREE_KEY", "free-secret"),
+    ("SPEND_KEY", "spend-secret"),
+    ("STEADY_KEY", "steady-secret"),
+];
+
+async fn three(redis: &Redis) -> Vec<Instance> {
+    let gws = fleet(&yaml(redis, ""), 3, ENVS).await;
+    // Every instance has joined (seen the others' heartbeats).
+    for g in &gws {
+        wait_for(
+            || async {
+                g.admin_json("/admin/state").await["instances"]
+                    .as_array()
+                    .map(Vec::len)
+                    == Some(3)
+            },
+            "three instances seen",
+        )
+        .await;
+    }
+    gws
+}
+
+async fn wait_for<F, Fut>(mut check: F, what: &str)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("not within 10 s: {what}");
+}
+
+fn chat(model: &str, extra: Value) -> Value {
+    let mut body = json!({"model": model, "messages": common::user("hi"), "max_tokens": 16});
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    body
+}
+
+/// `n` requests, round-robin over the instances, all at once.
+async fn burst(gws: &[Instance], n: usize, key: &str, body: Value) -> Vec<reqwest::Response> {
+    let http = reqwest::Client::new();
+    let calls = (0..n).map(|i| {
+        http.post(gws[i % gws.len()].url("/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+    });
+    join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.expect("an answer"))
+        .collect()
+}
+
+fn count(rs: &[reqwest::Response], status: u16) -> usize {
+    rs.iter().filter(|r| r.status() == status).count()
+}
+
+#[tokio::test]
+async fn a_client_rpm_limit_holds_for_the_fleet_not_per_instance() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let rs = burst(&gws, 180, "client-secret", chat("open", json!({}))).await;
+    let ok = count(&rs, 200);
+    // 60 rpm for the fleet; three instances on their own would admit 180.
+    assert!((57..=60).contains(&ok), "admitted {ok} of 180 at rpm 60");
+    assert_eq!(ok + count(&rs, 429), 180);
+    let refused = rs.iter().find(|r| r.status() == 429).unwrap();
+    assert!(refused.headers().contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn a_deployment_rpm_and_tpm_limit_hold_for_the_fleet() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    // oa/m allows 45 rpm across the fleet.
+    let rs = burst(&gws, 120, "free-secret", chat("chat", json!({}))).await;
+    let ok = count(&rs, 200);
+    assert!(
+        (43..=45).contains(&ok),
+        "admitted {ok} of 120 at deployment rpm 45"
+    );
+
+    // ob/m allows 3000 tpm: what was served (the tokens the answers used)
+    // stays within it, far below three instances' 9000.
+    let mut served = 0u64;
+    for round in 0..4 {
+        let rs = burst(
+            &gws,
+            30,
+            "free-secret",
+            chat("tokens", json!({"round": round})),
+        )
+        .await;
+        for r in rs.into_iter().filter(|r| r.status() == 200) {
+            let body: Value = r.json().await.unwrap();
+            served += body["usage"]["total_tokens"].as_u64().unwrap();
+        }
+    }
+    assert!(served > 0);
+    assert!(
+        served <= 3000 * 105 / 100,
+        "served {served} tokens at tpm 3000"
+    );
+}
+
+#[tokio::test]
+async fn a_budget_shared_by_the_fleet_is_not_overspent_by_parallel_requests() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    // Each request may cost (prompt + 16 output tokens) × $1000/M: about
+    // $0.03; $1 admits some thirty of them in all, not thirty per instance.
+    let rs = burst(&gws, 120, "spend-secret", chat("open", json!({}))).await;
+    let mut spent = 0.0;
+    let mut ok = 0;
+    for r in &rs {
+        if r.status() == 200 {
+            ok += 1;
+            spent += common::header_f64(r, "x-switchyard-cost-usd");
+        }
+    }
+    assert!(ok > 0 && ok < 60, "served {ok}");
+    assert!(spent <= 1.0 + 1e-9, "spent ${spent} of a $1 budget");
+    let refused = rs.iter().filter(|r| r.status() == 429).count();
+    assert_eq!(ok + refused, 120);
+}
+
+async fn circuit(g: &Instance, dep: &str) -> String {
+    let s = g.admin_json("/admin/state").await;
+    s["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == dep)
+        .map(|d| d["circuit"].as_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+async fn within_a_second(gws: &[&Instance], dep: &str, want: &str) {
+    let started = Instant::now();
+    for g in gws {
+        while circuit(g, dep).await != want {
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{} still not {want} after 1 s",
+                g.name
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_circuit_opened_on_one_instance_is_open_on_all_within_a_second() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(gws[0].admin("/admin/deployments/oa%2Fm/open"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    within_a_second(&[&gws[1], &gws[2]], "oa/m", "open").await;
+    let rs = burst(&gws[1..], 2, "free-secret", chat("chat", json!({}))).await;
+    assert_eq!(count(&rs, 503), 2, "no instance sends to an open circuit");
+
+    // An instance started now catches up.
+    let late = Instance::start_on(gws[0].mock.clone(), "late", &yaml(&redis, ""), "", ENVS).await;
+    within_a_second(&[&late], "oa/m", "open").await;
+
+    // Closed on another instance: traffic comes back everywhere.
+    http.post(gws[2].admin("/admin/deployments/oa%2Fm/close"))
+        .send()
+        .await
+        .unwrap();
+    within_a_second(&[&gws[0], &gws[1], &late], "oa/m", "closed").await;
+    let rs = burst(&gws, 3, "free-secret", chat("chat", json!({}))).await;
+    assert_eq!(count(&rs, 200), 3);
+}
+
+#[tokio::test]
+async fn a_circuit_opened_by_real_failures_is_respected_by_the_others() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    // Three upstream 503s through gw0 alone open oa/m there...
+    for _ in 0..3 {
+        let r = http
+            .post(gws[0].url("/v1/chat/completions"))
+            .bearer_auth("free-secret")
+            .json(&chat("chat", json!({"mock": {"status": 503}})))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 503);
+    }
+    assert_eq!(circuit(&gws[0], "oa/m").await, "open");
+    // ...and on the two that never saw a failure.
+    within_a_second(&[&gws[1], &gws[2]], "oa/m", "open").await;
+    let before = gws[1].mock.request_count();
+    let rs = burst(&gws[1..], 4, "free-secret", chat("chat", json!({}))).await;
+    assert_eq!(count(&rs, 503), 4);
+    assert_eq!(
+        gws[1].mock.request_count(),
+        before,
+        "nothing was sent upstream"
+    );
+}
+
+#[tokio::test]
+async fn admin_state_lists_the_live_instances_with_their_config_version() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let mut gws = three(&redis).await;
+    let s = gws[0].admin_json("/admin/state").await;
+    let list = s["instances"].as_array().unwrap();
+    assert_eq!(list.len(), 3);
+    // Each instance reads its own file: its version is the one it reports.
+    for g in &gws {
+        let own = g.admin_json("/admin/state").await;
+        let listed = list
+            .iter()
+            .find(|i| i["id"] == own["instance"])
+            .expect("listed");
+        assert_eq!(listed["config_version"], own["config_version"]);
+    }
+    assert!(list.iter().any(|i| i["id"] == s["instance"]));
+    assert_eq!(s["shared_state"], "redis");
+    // One leaves: the others stop listing it.
+    gws[2].stop().await;
+    wait_for(
+        || async {
+            gws[0].admin_json("/admin/state").await["instances"]
+                .as_array()
+                .map(Vec::len)
+                == Some(2)
+        },
+        "a stopped instance is no longer listed",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn killing_redis_under_traffic_fails_no_request_and_limits_are_global_again_after() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut redis = Redis::start();
+    let port = redis.port;
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let stop = Instant::now() + Duration::from_secs(4);
+    let traffic = gws.iter().map(|g| {
+        let (http, url) = (http.clone(), g.url("/v1/chat/completions"));
+        async move {
+            let mut statuses = Vec::new();
+            while Instant::now() < stop {
+                let r = http
+                    .post(&url)
+                    .bearer_auth("steady-secret")
+                    .json(&chat("open", json!({})))
+                    .send()
+                    .await
+                    .expect("an answer");
+                statuses.push(r.status().as_u16());
+            }
+            statuses
+        }
+    });
+    let traffic = tokio::spawn(join_all(traffic));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    redis.kill();
+    let statuses: Vec<u16> = traffic.await.unwrap().into_iter().flatten().collect();
+    assert!(statuses.len() > 30, "{} requests", statuses.len());
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "every request was served: {:?}",
+        statuses.iter().filter(|s| **s != 200).collect::<Vec<_>>()
+    );
+    for g in &gws {
+        assert_eq!(g.admin_json("/admin/state").await["shared_state"], "local");
+        let m = g.metrics().await;
+        let errors: f64 = ["admit", "heartbeat", "adjust", "events"]
+            .iter()
+            .map(|op| {
+                metric(
+                    &m,
+                    &format!("switchyard_state_backend_errors_total{{op=\"{op}\"}}"),
+                )
+            })
+            .sum();
+        assert!(errors > 0.0, "{}: errors counted\n{m}", g.name);
+        // Said once, not per request.
+        let said = g
+            .stderr()
+            .lines()
+            .chain(g.stdout().lines())
+            .filter(|l| l.contains("shared state (Redis) unavailable"))
+            .count();
+        assert_eq!(said, 1, "{}", g.name);
+    }
+
+    // Redis is back: every instance re-joins, and a limit is the fleet's again.
+    let _redis = Redis::start_on(port);
+    for g in &gws {
+        wait_for(
+            || async { g.admin_json("/admin/state").await["shared_state"] == "redis" },
+            "re-joined the shared state",
+        )
+        .await;
+    }
+    let rs = burst(&gws, 180, "client-secret", chat("open", json!({}))).await;
+    let ok = count(&rs, 200);
+    assert!((57..=60).contains(&ok), "admitted {ok} of 180 at rpm 60");
+}
+
+#[tokio::test]
+async fn while_redis_is_away_each_instance_admits_its_share_of_a_limit() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut redis = Redis::start();
+    let gws = three(&redis).await;
+    redis.kill();
+    // The first request that finds Redis gone goes local at once.
+    for g in &gws {
+        wait_for(
+            || async { g.admin_json("/admin/state").await["shared_state"] == "local" },
+            "noticed Redis is gone",
+        )
+        .await;
+    }
+    let rs = burst(&gws, 180, "client-secret", chat("open", json!({}))).await;
+    // 60 rpm over the 3 instances last seen: 20 each.
+    assert_eq!(count(&rs, 200), 60);
+}
+
+#[tokio::test]
+async fn on_unavailable_reject_refuses_with_503_while_redis_is_away() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut redis = Redis::start();
+    let extra = "";
+    let y = yaml(&redis, extra).replace(
+        "key_prefix: \"fleet:\" }",
+        "key_prefix: \"fleet:\", on_unavailable: reject }",
+    );
+    let g = Instance::start(&y, ENVS).await;
+    wait_for(
+        || async { g.admin_json("/admin/state").await["shared_state"] == "redis" },
+        "joined",
+    )
+    .await;
+    let ok = burst(
+        std::slice::from_ref(&g),
+        1,
+        "client-secret",
+        chat("open", json!({})),
+    )
+    .await;
+    assert_eq!(count(&ok, 200), 1);
+    redis.kill();
+    let mut seen = 0;
+    for _ in 0..20 {
+        let rs = burst(
+            std::slice::from_ref(&g),
+            1,
+            "client-secret",
+            chat("open", json!({})),
+        )
+        .await;
+        seen = rs[0].status().as_u16();
+        if seen == 503 {
+            let body: Value = rs.into_iter().next().unwrap().json().await.unwrap();
+            assert!(
+                body["error"]["message"].as_str().unwrap().contains("Redis"),
+                "{body}"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, 503);
+}
+
+async fn status_with(g: &Instance, key: &str, body: &Value) -> u16 {
+    reqwest::Client::new()
+        .post(g.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_key_issued_on_one_instance_works_on_the_others_at_once_and_a_revoke_stops_it_at_once() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let issued: Value = http
+        .post(gws[0].admin("/admin/clients/free/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, key) = (
+        issued["id"].as_str().unwrap(),
+        issued["key"].as_str().unwrap(),
+    );
+    let body = chat("open", json!({}));
+    // No waiting: the very next request on each instance.
+    for g in &gws {
+        assert_eq!(
+            status_with(g, key, &body).await,
+            200,
+            "{} takes the new key",
+            g.name
+        );
+    }
+    let r = http
+        .delete(gws[1].admin(&format!("/admin/clients/free/keys/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for g in [&gws[2], &gws[0], &gws[1]] {
+        assert_eq!(
+            status_with(g, key, &body).await,
+            401,
+            "{} refuses the revoked key",
+            g.name
+        );
+    }
+    // And keeps refusing it after its next sync from its own store.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for g in &gws {
+        assert_eq!(
+            status_with(g, key, &body).await,
+            401,
+            "{} after a key sync",
+            g.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_sticky_session_lands_on_the_same_deployment_from_any_instance() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let served = |g: &Instance, session: String| {
+        http.post(g.url("/v1/chat/completions"))
+            .bearer_auth("free-secret")
+            .header("x-switchyard-session", session)
+            .json(&chat("pair", json!({})))
+            .send()
+    };
+    for s in 0..3 {
+        let session = format!("conversation-{s}");
+        let first = served(&gws[0], session.clone()).await.unwrap();
+        let dep = first.headers()["x-switchyard-deployment"].clone();
+        for i in 0..12 {
+            let r = served(&gws[1 + i % 2], session.clone()).await.unwrap();
+            assert_eq!(
+                r.headers()["x-switchyard-deployment"],
+                dep,
+                "{session}, turn {i}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_cache_entry_made_via_one_instance_hits_via_another() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = fleet(
+        &yaml(&redis, "cache: { backend: redis, when: always }\n"),
+        3,
+        ENVS,
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let body = chat(
+        "open",
+        json!({"messages": common::user("the same question")}),
+    );
+    let ask = |g: &Instance| {
+        http.post(g.url("/v1/chat/completions"))
+            .bearer_auth("free-secret")
+            .json(&body)
+            .send()
+    };
+    let first = ask(&gws[0]).await.unwrap();
+    assert_eq!(first.headers()["x-switchyard-cache"], "miss");
+    let text = first.json::<Value>().await.unwrap()["choices"][0]["message"]["content"].clone();
+    let upstream = gws[0].mock.request_count();
+    // The entry is written just after the answer: a moment, not a wait.
+    let (mut hit, mut misses) = (None, 0);
+    for _ in 0..50 {
+        let r = ask(&gws[1]).await.unwrap();
+        if r.headers()["x-switchyard-cache"] == "hit" {
+            hit = Some(r);
+            break;
+        }
+        misses += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let hit = hit.expect("a hit via the second instance");
+    assert_eq!(
+        hit.json::<Value>().await.unwrap()["choices"][0]["message"]["content"],
+        text
+    );
+    let r = ask(&gws[2]).await.unwrap();
+    assert_eq!(r.headers()["x-switchyard-cache"], "hit");
+    assert_eq!(
+        gws[0].mock.request_count(),
+        upstream + misses,
+        "hits call no upstream"
+    );
+
+    // Purged through one instance: a miss everywhere.
+    let purged: Value = http
+        .delete(gws[2].admin("/admin/cache"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(purged["removed"], 1, "{purged}");
+    assert_eq!(
+        ask(&gws[0]).await.unwrap().headers()["x-switchyard-cache"],
+        "miss"
+    );
+}
