@@ -1,9 +1,11 @@
 //! Test harness: mock providers and the gateway, both in-process on ephemeral
-//! loopback ports, talking real HTTP.
+//! loopback ports, talking real HTTP ([`instance`]: gateways as separate
+//! processes of the built binary).
 
 #![allow(dead_code)]
 
 pub mod apt;
+pub mod instance;
 pub mod otlp;
 pub mod postgres;
 pub mod redis;
