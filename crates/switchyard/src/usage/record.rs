@@ -1,7 +1,7 @@
 //! What the store keeps: one row per request, the daily rollup rows a batch
 //! of them adds up to, issued keys and stored Responses-API answers.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One request (contract §6, "Usage store").
@@ -77,8 +77,8 @@ impl Totals {
 }
 
 /// The key of a daily rollup row. Absent parts are stored as `""` (they are
-/// part of the primary key).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// part of the primary key). Ordered as the primary key is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DayKey {
     pub day: i64,
     pub client: Arc<str>,
@@ -87,11 +87,15 @@ pub struct DayKey {
     pub deployment: Arc<str>,
 }
 
-/// What a batch of rows adds to the daily rollups: one upsert per group.
-pub fn rollup(rows: &[UsageRow]) -> HashMap<DayKey, Totals> {
+/// What a batch of rows adds to the daily rollups: one upsert per group, in
+/// key order. The order matters on a shared PostgreSQL: each upsert locks
+/// its row until the batch commits, so two instances upserting the same
+/// groups in different orders deadlock, and the batch the server aborts is
+/// lost (three instances writing at once lost rows that way).
+pub fn rollup(rows: &[UsageRow]) -> BTreeMap<DayKey, Totals> {
     let empty: Arc<str> = Arc::from("");
     let part = |v: &Option<Arc<str>>| v.clone().unwrap_or_else(|| empty.clone());
-    let mut out: HashMap<DayKey, Totals> = HashMap::new();
+    let mut out: BTreeMap<DayKey, Totals> = BTreeMap::new();
     for r in rows {
         let k = DayKey {
             day: r.ts_ms.div_euclid(DAY_MS),
@@ -105,9 +109,10 @@ pub fn rollup(rows: &[UsageRow]) -> HashMap<DayKey, Totals> {
     out
 }
 
-/// The latest use of each key in a batch.
-pub fn last_used(rows: &[UsageRow]) -> HashMap<Arc<str>, i64> {
-    let mut out: HashMap<Arc<str>, i64> = HashMap::new();
+/// The latest use of each key in a batch, in key order (the upserts lock
+/// rows, as [`rollup`]'s do).
+pub fn last_used(rows: &[UsageRow]) -> BTreeMap<Arc<str>, i64> {
+    let mut out: BTreeMap<Arc<str>, i64> = BTreeMap::new();
     for r in rows {
         if let Some(k) = &r.key_id {
             let t = out.entry(k.clone()).or_insert(r.ts_ms);
