@@ -10,9 +10,11 @@ or ``event:``) arrives. Prints one JSON object:
 
 Usage: ttfb.py --port 18080 [--host 127.0.0.1] [--path /v1/chat/completions]
                [--n 300] [--warmup 20] [--body JSON] [--header 'Name: value' ...]
+               [--samples FILE]
 
 --path may carry a query string (Gemini: '/v1beta/models/M:streamGenerateContent?alt=sse');
 --header adds a request header (repeatable), e.g. 'anthropic-version: 2023-06-01'.
+--samples writes every measured TTFB (ms), one a line, to FILE (to pool runs).
 """
 import argparse
 import json
@@ -131,6 +133,7 @@ def main():
     ap.add_argument("--body", default=DEFAULT_BODY)
     ap.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
                     help="extra request header (repeatable)")
+    ap.add_argument("--samples", metavar="FILE", help="write every measured TTFB (ms) here, one a line")
     a = ap.parse_args()
     extra = "".join(f"{h.strip()}\r\n" for h in a.header)
 
@@ -161,6 +164,9 @@ def main():
             continue
         if i >= a.warmup:
             samples.append(dt * 1000.0)
+    if a.samples:
+        with open(a.samples, "w") as f:
+            f.write("".join(f"{x:.4f}\n" for x in samples))
     if not samples:
         print(json.dumps({"n": 0, "errors": errors}))
         return 1
