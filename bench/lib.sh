@@ -1,4 +1,4 @@
-# Shared by bench/run.sh and bench/chaos.sh (sourced). The caller sets
+# Shared by bench/run.sh, bench/chaos.sh and bench/streams.sh (sourced). The caller sets
 # LOG_TAG (the log prefix) and RAW (where each process writes <name>.log).
 
 log() { printf '[%s %(%H:%M:%S)T] %s\n' "$LOG_TAG" -1 "$*" >&2; }
@@ -32,3 +32,17 @@ wait_port() { # port pid name
   done
   die "$3 did not listen on $1 within 10 s"
 }
+
+# /proc readings of processes by PID (bench/run.sh, bench/streams.sh).
+cpu_ticks() { # sum utime+stime (clock ticks) over pids
+  local t=0 pid s
+  for pid in "$@"; do
+    s="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
+    s="${s##*) }"   # drop "pid (comm) " — comm may contain spaces
+    set -- $s
+    t=$((t + ${12} + ${13}))   # fields 14 and 15 of /proc/PID/stat
+  done
+  echo "$t"
+}
+hwm_reset() { local pid; for pid in "$@"; do echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true; done; }
+hwm_kib() { local pid; for pid in "$@"; do awk '/^VmHWM:/ {print $2}' "/proc/$pid/status"; done | awk '{s+=$1} END {print s+0}'; }

@@ -413,18 +413,6 @@ proxy_pids() {
     traced) echo "$TRACE_PID";;
   esac
 }
-cpu_ticks() { # sum utime+stime (clock ticks) over pids
-  local t=0 pid s
-  for pid in "$@"; do
-    s="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
-    s="${s##*) }"   # drop "pid (comm) " — comm may contain spaces
-    set -- $s
-    t=$((t + ${12} + ${13}))   # fields 14 and 15 of /proc/PID/stat
-  done
-  echo "$t"
-}
-hwm_reset() { local pid; for pid in "$@"; do echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true; done; }
-hwm_kib() { local pid; for pid in "$@"; do awk '/^VmHWM:/ {print $2}' "/proc/$pid/status"; done | awk '{s+=$1} END {print s+0}'; }
 
 lane_conc() { case "$1" in c1|g1) echo 1;; c64|s64|g64) echo 64;; c256) echo 256;; esac; }
 lane_body() { case "$1" in s64) echo "$BODY_S";; *) echo "$BODY_NS";; esac; }

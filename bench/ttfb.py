@@ -10,9 +10,14 @@ or ``event:``) arrives. Prints one JSON object:
 
 Usage: ttfb.py --port 18080 [--host 127.0.0.1] [--path /v1/chat/completions]
                [--n 300] [--warmup 20] [--body JSON] [--header 'Name: value' ...]
+               [--samples FILE] [--port P2 ... --block 10]
 
 --path may carry a query string (Gemini: '/v1beta/models/M:streamGenerateContent?alt=sse');
 --header adds a request header (repeatable), e.g. 'anthropic-version: 2023-06-01'.
+--samples writes every measured TTFB (ms), one a line, to FILE (to pool runs).
+With several --port, each port has its connection and N requests, the ports take turns
+--block requests at a time (the order reversed every turn), one JSON line per port
+(with "port") is printed, and --samples is given once per port.
 """
 import argparse
 import json
@@ -121,60 +126,98 @@ def one_request(c, req):
     return t_first - t0
 
 
+class Target:
+    """One port: its connection, request, samples and errors."""
+
+    def __init__(self, host, port, path, extra, body):
+        self.port = port
+        self.req = (
+            f"POST {path} HTTP/1.1\r\n"
+            f"Host: {host}:{port}\r\n"
+            "Content-Type: application/json\r\n"
+            "Accept: text/event-stream\r\n"
+            f"{extra}"
+            f"Content-Length: {len(body)}\r\n"
+            "\r\n"
+        ).encode() + body
+        self.conn = Conn(host, port)
+        self.conn.connect()
+        self.done = 0  # requests answered, warm-up included
+        self.samples, self.errors = [], 0
+
+    def one(self, warmup, max_errors):
+        """One request; False once this target has failed too often."""
+        try:
+            dt = one_request(self.conn, self.req)
+        except Exception as e:  # noqa: BLE001 - count and reconnect
+            self.errors += 1
+            if self.errors == 1:
+                print(f"ttfb.py: port {self.port}: {e}", file=sys.stderr)
+            if self.errors > max_errors:
+                return False
+            self.conn.connect()
+            return True
+        if self.done >= warmup:
+            self.samples.append(dt * 1000.0)
+        self.done += 1
+        return True
+
+    def result(self):
+        if not self.samples:
+            return {"n": 0, "errors": self.errors}
+        s = sorted(self.samples)
+        p = lambda q: s[min(len(s) - 1, int(round(q * (len(s) - 1))))]  # noqa: E731
+        return {
+            "n": len(s),
+            "p50_ms": round(statistics.median(s), 4),
+            "p99_ms": round(p(0.99), 4),
+            "mean_ms": round(statistics.fmean(s), 4),
+            "min_ms": round(s[0], 4),
+            "errors": self.errors,
+        }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--port", type=int, action="append", required=True,
+                    help="repeatable: the ports take turns, --block requests each")
     ap.add_argument("--path", default="/v1/chat/completions")
-    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--n", type=int, default=300, help="measured requests per port")
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--block", type=int, default=10, help="requests per turn with several ports")
     ap.add_argument("--body", default=DEFAULT_BODY)
     ap.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
                     help="extra request header (repeatable)")
+    ap.add_argument("--samples", action="append", default=[], metavar="FILE",
+                    help="write every measured TTFB (ms) of the n-th --port to the n-th FILE, one a line")
     a = ap.parse_args()
+    if a.samples and len(a.samples) != len(a.port):
+        ap.error("give one --samples FILE per --port")
     extra = "".join(f"{h.strip()}\r\n" for h in a.header)
-
-    body = a.body.encode()
-    req = (
-        f"POST {a.path} HTTP/1.1\r\n"
-        f"Host: {a.host}:{a.port}\r\n"
-        "Content-Type: application/json\r\n"
-        "Accept: text/event-stream\r\n"
-        f"{extra}"
-        f"Content-Length: {len(body)}\r\n"
-        "\r\n"
-    ).encode() + body
-
-    c = Conn(a.host, a.port)
-    c.connect()
-    samples, errors = [], 0
-    for i in range(a.warmup + a.n):
-        try:
-            dt = one_request(c, req)
-        except Exception as e:  # noqa: BLE001 - count and reconnect
-            errors += 1
-            if errors == 1:
-                print(f"ttfb.py: {e}", file=sys.stderr)
-            if errors > max(10, a.n // 10):
-                break
-            c.connect()
-            continue
-        if i >= a.warmup:
-            samples.append(dt * 1000.0)
-    if not samples:
-        print(json.dumps({"n": 0, "errors": errors}))
-        return 1
-    s = sorted(samples)
-    p = lambda q: s[min(len(s) - 1, int(round(q * (len(s) - 1))))]  # noqa: E731
-    print(json.dumps({
-        "n": len(s),
-        "p50_ms": round(statistics.median(s), 4),
-        "p99_ms": round(p(0.99), 4),
-        "mean_ms": round(statistics.fmean(s), 4),
-        "min_ms": round(s[0], 4),
-        "errors": errors,
-    }))
-    return 0
+    targets = [Target(a.host, port, a.path, extra, a.body.encode()) for port in a.port]
+    max_errors = max(10, a.n // 10)
+    block = a.block if len(targets) > 1 else a.warmup + a.n
+    # Several ports: turns of `block` requests each, the order reversed every turn, so
+    # that the machine's noise lands on all of them alike.
+    live = list(targets)
+    turn = 0
+    while live:
+        for t in list(live if turn % 2 == 0 else reversed(live)):
+            for _ in range(block):
+                if t.done >= a.warmup + a.n or not t.one(a.warmup, max_errors):
+                    live.remove(t)
+                    break
+        turn += 1
+    for t, path in zip(targets, a.samples):
+        with open(path, "w") as f:
+            f.write("".join(f"{x:.4f}\n" for x in t.samples))
+    for t in targets:
+        r = t.result()
+        if len(targets) > 1:
+            r = {"port": t.port, **r}
+        print(json.dumps(r))
+    return 0 if all(t.samples for t in targets) else 1
 
 
 if __name__ == "__main__":
