@@ -120,7 +120,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         sinks: crate::sinks::Sinks::new(sinks),
         config_path: opts.config_path.map(Arc::from),
         metrics,
-        responses: response_store(&usage, &live_usage),
+        responses: response_store(&usage, &live_usage, &fleet),
         usage,
         last_reload: Default::default(),
         recent,
@@ -399,11 +399,21 @@ async fn open_usage(
 fn response_store(
     usage: &Option<Arc<crate::usage::UsageStore>>,
     cfg: &crate::config::Usage,
+    fleet: &Option<Arc<crate::state::fleet::Fleet>>,
 ) -> Arc<dyn crate::state::responses::ResponseStore> {
-    use crate::state::responses::{LedgerResponses, MemoryResponses};
-    match usage {
+    use crate::state::responses::{LedgerResponses, MemoryResponses, ResponseStore};
+    let own: Arc<dyn ResponseStore> = match usage {
         Some(u) => Arc::new(LedgerResponses::new(u.clone())),
         None => Arc::new(MemoryResponses::new(cfg.store_responses, 10_000, 256 << 20)),
+    };
+    // A fleet shares them: any instance continues any conversation.
+    match fleet {
+        Some(f) => Arc::new(crate::state::redis_responses::FleetResponses::new(
+            own,
+            f.clone(),
+            cfg.store_responses,
+        )),
+        None => own,
     }
 }
 

@@ -606,3 +606,54 @@ async fn a_cache_entry_made_via_one_instance_hits_via_another() {
         "miss"
     );
 }
+
+#[tokio::test]
+async fn a_response_stored_via_one_instance_continues_and_reads_back_via_the_others() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let first: Value = http
+        .post(gws[0].url("/v1/responses"))
+        .bearer_auth("free-secret")
+        .json(&json!({"model": "open", "input": "My name is Ada."}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = first["id"].as_str().unwrap().to_owned();
+    // Written just after the answer: read back via another instance.
+    let mut status = 0;
+    for _ in 0..50 {
+        let r = http
+            .get(gws[2].url(&format!("/v1/responses/{id}")))
+            .bearer_auth("free-secret")
+            .send()
+            .await
+            .unwrap();
+        status = r.status().as_u16();
+        if status == 200 {
+            assert_eq!(r.json::<Value>().await.unwrap()["id"], id.as_str());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 200, "GET via another instance");
+    // Continued via a third: the upstream gets the whole conversation.
+    let next = http
+        .post(gws[1].url("/v1/responses"))
+        .bearer_auth("free-secret")
+        .json(&json!({"model": "open", "input": "What is my name?", "previous_response_id": id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(next.status(), 200);
+    let sent = gws[0].mock.requests().last().unwrap().body.clone();
+    let sent = String::from_utf8_lossy(&sent);
+    assert!(
+        sent.contains("My name is Ada.") && sent.contains("What is my name?"),
+        "{sent}"
+    );
+}

@@ -9,5 +9,6 @@ pub mod live;
 pub mod memory;
 pub mod redis;
 pub mod redis_cache;
+pub mod redis_responses;
 pub mod responses;
 pub mod store;

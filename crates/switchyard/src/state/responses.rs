@@ -37,6 +37,10 @@ pub trait ResponseStore: Send + Sync {
     fn load<'a>(&'a self, _id: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
         Box::pin(async {})
     }
+    /// Keep a copy another instance stored, here only (no write-through).
+    fn keep_local(&self, id: String, stored: Stored) {
+        self.put(id, stored);
+    }
 }
 
 /// Memory in front of the usage store: answers are written through (off
@@ -70,6 +74,10 @@ impl LedgerResponses {
 impl ResponseStore for LedgerResponses {
     fn get(&self, id: &str) -> Option<Stored> {
         self.memory.get(id)
+    }
+
+    fn keep_local(&self, id: String, stored: Stored) {
+        self.memory.put(id, stored);
     }
 
     fn put(&self, id: String, stored: Stored) {
