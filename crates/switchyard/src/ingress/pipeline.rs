@@ -178,7 +178,7 @@ pub async fn run(
     )
     .await?;
     if let (Some(r), Some(session)) = (route.filter(|r| r.sticky), &facts.session) {
-        route::sticky::remember(live, r, session, &served.dep.cfg.id, Instant::now());
+        route::sticky::remember(live, r, session, &served.dep.cfg.id, Instant::now()).await;
     }
     ctx.served_by(&served.dep.name, &served.dep.model);
     if let Inbound::Responses(r) = inbound {

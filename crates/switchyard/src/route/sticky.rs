@@ -46,21 +46,24 @@ pub fn apply(live: &Live, route: &Route, session: &str, p: &mut Plan, now: Insta
 }
 
 /// Remember who served the session (the whole history moves with it: the
-/// client sends it on every turn); in a fleet, for every instance.
-pub fn remember(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
+/// client sends it on every turn). In a fleet, for every instance, written
+/// before the answer goes out: the next turn may reach any of them.
+pub async fn remember(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
     pin(live, route, session, deployment, now);
     if let Some(f) = &live.registry.fleet {
         let (k, dep) = (f.key(&key(route, session)), deployment.to_owned());
-        f.write(move |r| async move {
-            let mut c = r.conn();
-            ::redis::cmd("SET")
-                .arg(k)
-                .arg(dep)
-                .arg("PX")
-                .arg(SESSION_TTL.as_millis() as u64)
-                .query_async(&mut c)
-                .await
-        });
+        let _: Option<()> = f
+            .read(|r| async move {
+                let mut c = r.conn();
+                ::redis::cmd("SET")
+                    .arg(k)
+                    .arg(dep)
+                    .arg("PX")
+                    .arg(SESSION_TTL.as_millis() as u64)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await;
     }
 }
 

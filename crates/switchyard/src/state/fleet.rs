@@ -32,6 +32,8 @@ use super::redis::{
 
 /// Slower than this is unavailable (contract §7).
 pub const SLOW: Duration = Duration::from_millis(50);
+/// Late answers in a row that take the instance off Redis.
+const SLOW_RUN: u32 = 3;
 /// An instance not heard from for this long is gone.
 const HEARTBEAT_TTL_MS: u64 = 5_000;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
@@ -143,6 +145,8 @@ pub struct Fleet {
     started_at_ms: u64,
     reject: bool,
     up: AtomicBool,
+    /// Calls over [`SLOW`] in a row.
+    slow_run: AtomicU32,
     peers: AtomicU32,
     errors: [AtomicU64; Op::ALL.len()],
     adjust_tx: mpsc::Sender<Adjust>,
@@ -182,6 +186,7 @@ impl Fleet {
             started_at_ms: now_ms(),
             reject,
             up: AtomicBool::new(false),
+            slow_run: AtomicU32::new(0),
             peers: AtomicU32::new(1),
             errors: Default::default(),
             adjust_tx,
@@ -251,6 +256,23 @@ impl Fleet {
         }
     }
 
+    /// A call that took over [`SLOW`]: that request decides without Redis,
+    /// and a run of them in a row is Redis being slow (one late answer on
+    /// a busy instance is not).
+    fn slow(&self, op: Op) {
+        if self.slow_run.fetch_add(1, Ordering::AcqRel) + 1 >= SLOW_RUN {
+            self.failed(op, &"no answer within 50 ms, several times in a row");
+        } else {
+            self.errors[op as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn answered(&self) {
+        if self.slow_run.load(Ordering::Relaxed) != 0 {
+            self.slow_run.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// A heartbeat failed: count it, and connect afresh next time.
     fn lost(&self, op: Op, e: &dyn std::fmt::Display) {
         self.failed(op, e);
@@ -272,13 +294,16 @@ impl Fleet {
         let set = self.key("revoked");
         let revoked = key_id.map(|id| (set.as_str(), id));
         match tokio::time::timeout(SLOW, r.admit_key(windows, revoked, now_ms)).await {
-            Ok(Ok(a)) => Ok(a),
+            Ok(Ok(a)) => {
+                self.answered();
+                Ok(a)
+            }
             Ok(Err(e)) => {
                 self.failed(Op::Admit, &e);
                 Err(self.unavailable())
             }
             Err(_) => {
-                self.failed(Op::Admit, &"no answer within 50 ms");
+                self.slow(Op::Admit);
                 Err(self.unavailable())
             }
         }
@@ -307,13 +332,16 @@ impl Fleet {
     {
         let r = self.redis()?;
         match tokio::time::timeout(SLOW, f((*r).clone())).await {
-            Ok(Ok(v)) => Some(v),
+            Ok(Ok(v)) => {
+                self.answered();
+                Some(v)
+            }
             Ok(Err(e)) => {
                 self.failed(Op::Read, &e);
                 None
             }
             Err(_) => {
-                self.failed(Op::Read, &"no answer within 50 ms");
+                self.slow(Op::Read);
                 None
             }
         }

@@ -157,12 +157,23 @@ impl RedisState {
         let conn = ConnectionManager::new_with_config(client, cfg)
             .await
             .map_err(|e| format!("redis at state.redis_url: {e}"))?;
-        Ok(RedisState {
+        let state = RedisState {
             conn,
             prefix: prefix.to_owned(),
             admit: std::sync::Arc::new(::redis::Script::new(ADMIT)),
             publish: std::sync::Arc::new(::redis::Script::new(PUBLISH)),
-        })
+        };
+        // Loaded now, so the first requests' EVALSHA finds them (rather
+        // than each paying a NOSCRIPT and a resend of the whole script).
+        let mut c = state.conn.clone();
+        for script in [&state.admit, &state.publish] {
+            script
+                .prepare_invoke()
+                .load_async(&mut c)
+                .await
+                .map_err(|e| format!("redis at state.redis_url: {e}"))?;
+        }
+        Ok(state)
     }
 
     /// `prefix` + `key`: the name Redis knows a key by.
