@@ -139,9 +139,15 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     }
     if let Some(f) = &fleet {
         let live = app.live.clone();
-        let version = Arc::new(move || live.load().version.to_string());
+        let report = Arc::new(move || {
+            let l = live.load();
+            crate::state::fleet::Report {
+                config_version: l.version.to_string(),
+                health: l.registry.local_health(),
+            }
+        });
         let registry = app.live.load().registry.clone();
-        tasks.extend(f.run(version, registry, shutdown.clone()));
+        tasks.extend(f.run(report, registry, shutdown.clone()));
     }
     if let Some(u) = &app.usage {
         tasks.push(sweep_usage(u.clone(), shutdown.clone()));

@@ -694,3 +694,52 @@ async fn a_response_stored_via_one_instance_continues_and_reads_back_via_the_oth
         "{sent}"
     );
 }
+
+async fn health(g: &Instance, dep: &str) -> f64 {
+    let s = g.admin_json("/admin/state").await;
+    s["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == dep)
+        .and_then(|d| d["health_score"].as_f64())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn health_seen_by_one_instance_is_merged_into_the_others() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    // Upstream 429s through gw0 alone: its health of oa/m drops (a 429 is
+    // a reason to steer away, not to open the circuit).
+    for _ in 0..6 {
+        let r = http
+            .post(gws[0].url("/v1/chat/completions"))
+            .bearer_auth("free-secret")
+            .json(&chat("chat", json!({"mock": {"status": 429}})))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 429);
+    }
+    let seen_by_gw0 = health(&gws[0], "oa/m").await;
+    assert!(seen_by_gw0 < 0.9, "{seen_by_gw0}");
+    // gw1 saw nothing itself; within its heartbeats it has gw0's view too.
+    wait_for(
+        || async { health(&gws[1], "oa/m").await < 1.0 },
+        "gw1 merges gw0's health",
+    )
+    .await;
+    // Every instance ends on the same mean of the three views.
+    wait_for(
+        || async {
+            let (a, b) = (health(&gws[0], "oa/m").await, health(&gws[2], "oa/m").await);
+            (a - b).abs() < 0.02 && a < 1.0
+        },
+        "gw0 and gw2 agree",
+    )
+    .await;
+    assert_eq!(circuit(&gws[1], "oa/m").await, "closed");
+}

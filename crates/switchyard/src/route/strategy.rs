@@ -22,11 +22,7 @@ pub fn score(cands: &mut [Candidate], route: &Route, facts: &Facts, now: Instant
         cands
             .iter()
             .map(|c| {
-                let h = c
-                    .dep
-                    .state
-                    .health
-                    .snapshot(now, c.dep.state.circuit.state());
+                let h = c.dep.state.health(now);
                 (h.health_score, h.latency_ewma_ms, estimated_cost(c, facts))
             })
             .collect()

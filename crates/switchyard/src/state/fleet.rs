@@ -87,6 +87,15 @@ pub struct Peer {
     pub config_version: String,
     pub started_at_ms: u64,
     pub last_seen_ms: u64,
+    /// Its health score per deployment (merged by the others).
+    #[serde(default)]
+    pub health: HashMap<String, f64>,
+}
+
+/// What an instance says of itself in each heartbeat.
+pub struct Report {
+    pub config_version: String,
+    pub health: HashMap<String, f64>,
 }
 
 /// A circuit's state as it travels between instances: the breaker's mode,
@@ -154,6 +163,9 @@ pub struct Fleet {
     publish_tx: mpsc::UnboundedSender<(String, SharedCircuit)>,
     publish_rx: Mutex<Option<mpsc::UnboundedReceiver<(String, SharedCircuit)>>>,
     live_peers: Mutex<Vec<Peer>>,
+    /// The other live instances' health scores: per deployment, their sum
+    /// and how many reported one.
+    peer_health: arc_swap::ArcSwap<HashMap<String, (f64, u32)>>,
     /// The newest circuit version applied per deployment (stale events
     /// never flip a breaker back).
     versions: Mutex<HashMap<String, u64>>,
@@ -194,6 +206,7 @@ impl Fleet {
             publish_tx,
             publish_rx: Mutex::new(Some(publish_rx)),
             live_peers: Mutex::new(Vec::new()),
+            peer_health: Default::default(),
             versions: Mutex::new(HashMap::new()),
         })
     }
@@ -222,6 +235,15 @@ impl Fleet {
 
     pub fn live_peers(&self) -> Vec<Peer> {
         lock(&self.live_peers).clone()
+    }
+
+    /// `local` merged with the other instances' scores for `deployment`
+    /// (a mean: every instance's view counts once).
+    pub fn merged_health(&self, deployment: &str, local: f64) -> f64 {
+        match self.peer_health.load().get(deployment) {
+            Some((sum, n)) if self.is_up() => (local + sum) / f64::from(n + 1),
+            _ => local,
+        }
     }
 
     /// A shared limit's share for this instance while Redis is away.
@@ -468,13 +490,13 @@ impl Fleet {
     /// adjustment writer, circuit publishing and the event consumer.
     pub fn run(
         self: &Arc<Self>,
-        version: Arc<dyn Fn() -> String + Send + Sync>,
+        report: Arc<dyn Fn() -> Report + Send + Sync>,
         circuits: Arc<dyn FleetSink>,
         stop: CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         let adjust_rx = lock(&self.adjust_rx).take();
         let publish_rx = lock(&self.publish_rx).take();
-        let mut tasks = vec![tokio::spawn(self.clone().heartbeat(version, stop.clone()))];
+        let mut tasks = vec![tokio::spawn(self.clone().heartbeat(report, stop.clone()))];
         if let Some(rx) = adjust_rx {
             tasks.push(tokio::spawn(
                 self.clone().write_adjustments(rx, stop.clone()),
@@ -491,11 +513,11 @@ impl Fleet {
 
     async fn heartbeat(
         self: Arc<Self>,
-        version: Arc<dyn Fn() -> String + Send + Sync>,
+        report: Arc<dyn Fn() -> Report + Send + Sync>,
         stop: CancellationToken,
     ) {
         loop {
-            self.beat(&version()).await;
+            self.beat(report()).await;
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(HEARTBEAT_EVERY) => {}
@@ -518,7 +540,7 @@ impl Fleet {
 
     /// One heartbeat: connect if need be, write this instance, read the
     /// live ones. Success after a failure re-joins the shared state.
-    async fn beat(&self, version: &str) {
+    async fn beat(&self, report: Report) {
         if self.redis.load().is_none() {
             match tokio::time::timeout(
                 Duration::from_secs(2),
@@ -537,9 +559,10 @@ impl Fleet {
         let now = now_ms();
         let me = Peer {
             id: self.instance.to_string(),
-            config_version: version.to_owned(),
+            config_version: report.config_version,
             started_at_ms: self.started_at_ms,
             last_seen_ms: now,
+            health: report.health,
         };
         let key = self.key("instances");
         let mut c = r.conn();
@@ -573,6 +596,15 @@ impl Fleet {
                 .await;
         }
         live.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut merged: HashMap<String, (f64, u32)> = HashMap::new();
+        for p in live.iter().filter(|p| p.id != *self.instance) {
+            for (dep, score) in &p.health {
+                let e = merged.entry(dep.clone()).or_default();
+                e.0 += score;
+                e.1 += 1;
+            }
+        }
+        self.peer_health.store(Arc::new(merged));
         self.peers
             .store(live.len().max(1) as u32, Ordering::Relaxed);
         *lock(&self.live_peers) = live;

@@ -194,9 +194,19 @@ impl DeploymentState {
         self.share(self.circuit.record(now, outcome))
     }
 
+    /// The health as routing sees it: in a fleet, every instance's view
+    /// of the deployment merged.
+    pub fn health(&self, now: Instant) -> crate::reliability::health::HealthSnapshot {
+        let mut h = self.health.snapshot(now, self.circuit.state());
+        if let Some(f) = &self.fleet {
+            h.health_score = f.merged_health(&self.id, h.health_score);
+        }
+        h
+    }
+
     pub fn admin(&self, now: Instant) -> DeploymentAdmin {
         let circuit = self.circuit.state();
-        let h = self.health.snapshot(now, circuit);
+        let h = self.health(now);
         let (rpm_used, tpm_used) = self.limits.used(now);
         DeploymentAdmin {
             id: self.id.clone(),
@@ -336,6 +346,21 @@ impl Registry {
 
     pub fn client(&self, id: &str) -> Option<Arc<ClientLimits>> {
         self.clients.load().get(id).cloned()
+    }
+
+    /// This instance's own health score per deployment (for the fleet).
+    pub fn local_health(&self) -> HashMap<String, f64> {
+        let now = Instant::now();
+        self.deployments
+            .load()
+            .values()
+            .map(|d| {
+                (
+                    d.id.clone(),
+                    d.health.snapshot(now, d.circuit.state()).health_score,
+                )
+            })
+            .collect()
     }
 
     /// `/admin/state` `deployments`, sorted by id.
