@@ -25,6 +25,7 @@ fn the_kubernetes_config_is_a_valid_gateway_config() {
     let env = |name: &str| {
         secret.contains(&format!("{name}:")).then(|| match name {
             "SWITCHYARD_USAGE_URL" => "postgres://u:p@db/usage".to_owned(),
+            "SWITCHYARD_REDIS_URL" => "redis://redis:6379/".to_owned(),
             _ => format!("stand-in-{name}"),
         })
     };
@@ -43,6 +44,9 @@ fn the_kubernetes_config_is_a_valid_gateway_config() {
         cfg.server.admin_key.is_some(),
         "the admin listener is keyed"
     );
+    // Three replicas share their state: one gateway, not three.
+    assert_eq!(cfg.state.backend, switchyard::config::StateBackend::Redis);
+    assert_eq!(cfg.cache.backend, switchyard::config::CacheBackend::Redis);
     // The Deployment's ports and probes are those listeners.
     let dep = read("deploy/kubernetes/deployment.yaml");
     for want in [

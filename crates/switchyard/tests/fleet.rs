@@ -743,3 +743,31 @@ async fn health_seen_by_one_instance_is_merged_into_the_others() {
     .await;
     assert_eq!(circuit(&gws[1], "oa/m").await, "closed");
 }
+
+#[tokio::test]
+async fn a_reload_that_changes_the_shared_state_is_refused_and_the_old_config_stays() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let g = Instance::start(&yaml(&redis, ""), ENVS).await;
+    let before = g.admin_json("/admin/state").await["config_version"].clone();
+    let path = g.config_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("key_prefix: \"fleet:\"", "key_prefix: \"other:\""),
+    )
+    .unwrap();
+    let r = reqwest::Client::new()
+        .post(g.admin("/admin/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body.to_string()
+            .contains("state.* takes effect at start-up"),
+        "{body}"
+    );
+    assert_eq!(g.admin_json("/admin/state").await["config_version"], before);
+}
