@@ -166,13 +166,49 @@ fn connect_error(e: &SendError) -> GatewayError {
         return GatewayError::new(ErrorCode::UpstreamError, Source::Gateway, e.to_string());
     }
     let mut detail = e.to_string();
+    let mut ours = match e {
+        SendError::Connect(inner) | SendError::Http(inner) => out_of_descriptors(inner.as_ref()),
+        _ => false,
+    };
     let mut src = e.source();
     while let Some(s) = src {
         detail = format!("{detail}: {s}");
+        ours |= out_of_descriptors(s);
         src = s.source();
     }
-    GatewayError::upstream(
+    let e = GatewayError::upstream(
         ErrorCode::ConnectionError,
         format!("could not reach upstream: {detail}"),
-    )
+    );
+    // This process ran out of file descriptors: not the provider's fault,
+    // so it must not open the provider's circuit (which would refuse every
+    // request for a cooldown after the descriptors were free again).
+    if ours {
+        return GatewayError { source: Source::Gateway, ..e };
+    }
+    e
+}
+
+/// EMFILE / ENFILE: no descriptor for a new socket.
+fn out_of_descriptors(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::raw_os_error)
+        .is_some_and(|c| c == 23 || c == 24)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_our_own_descriptors_is_not_the_upstreams_fault() {
+        let emfile = SendError::Connect(Box::new(std::io::Error::from_raw_os_error(24)));
+        let e = connect_error(&emfile);
+        assert_eq!((e.code, e.source), (ErrorCode::ConnectionError, Source::Gateway));
+        assert!(!crate::reliability::circuit::counts_as_failure(&e));
+        let refused = SendError::Connect(Box::new(std::io::Error::from_raw_os_error(111)));
+        let e = connect_error(&refused);
+        assert_eq!(e.source, Source::Upstream);
+        assert!(crate::reliability::circuit::counts_as_failure(&e));
+    }
 }
