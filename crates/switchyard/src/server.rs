@@ -195,6 +195,10 @@ fn fleet_of(config: &Config) -> Option<Arc<crate::state::fleet::Fleet>> {
         return None;
     }
     let url = s.redis_url.as_deref()?;
+    // The Redis client's TLS (`rediss://`) takes rustls's process-wide
+    // provider: the same ring one the upstream client uses. (Already set:
+    // fine.)
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let reject = s.on_unavailable == crate::config::OnUnavailable::Reject;
     Some(crate::state::fleet::Fleet::new(url, &s.key_prefix, reject))
 }

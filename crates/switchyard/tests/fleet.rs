@@ -18,6 +18,10 @@ use serde_json::{json, Value};
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn yaml(redis: &Redis, extra: &str) -> String {
+    yaml_at(&redis.url(), extra)
+}
+
+fn yaml_at(redis_url: &str, extra: &str) -> String {
     format!(
         r#"
 providers:
@@ -47,9 +51,8 @@ clients:
   - {{ id: free, key_env: FREE_KEY }}
   - {{ id: spender, key_env: SPEND_KEY, budget: {{ usd: 1, per: day }} }}
   - {{ id: steady, key_env: STEADY_KEY, rpm: 100000 }}
-state: {{ backend: redis, redis_url: "{}", key_prefix: "fleet:" }}
-{extra}"#,
-        redis.url()
+state: {{ backend: redis, redis_url: "{redis_url}", key_prefix: "fleet:" }}
+{extra}"#
     )
 }
 
@@ -770,4 +773,71 @@ async fn a_reload_that_changes_the_shared_state_is_refused_and_the_old_config_st
         "{body}"
     );
     assert_eq!(g.admin_json("/admin/state").await["config_version"], before);
+}
+
+#[tokio::test]
+async fn a_fleet_on_redis_over_tls_shares_its_limits() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let tls = common::redis::TlsRedis::start();
+    // The gateways verify the server's certificate against the test's CA.
+    let ca = tls.ca.display().to_string();
+    let mut envs = ENVS.to_vec();
+    envs.push(("SSL_CERT_FILE", &ca));
+    let gws = fleet(&yaml_at(&tls.url(), ""), 2, &envs).await;
+    for g in &gws {
+        let started = Instant::now();
+        while g.admin_json("/admin/state").await["instances"]
+            .as_array()
+            .map(Vec::len)
+            != Some(2)
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{} did not join over TLS:\n{}",
+                g.name,
+                g.output_tails()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    let rs = burst(&gws, 120, "client-secret", chat("open", json!({}))).await;
+    let ok = count(&rs, 200);
+    assert!((57..=60).contains(&ok), "admitted {ok} of 120 at rpm 60");
+
+    // A gateway that does not trust the CA never joins: it serves on its
+    // own state and counts why.
+    let stranger = Instance::start_on(
+        gws[0].mock.clone(),
+        "stranger",
+        &yaml_at(&tls.url(), ""),
+        "",
+        ENVS,
+    )
+    .await;
+    wait_for(
+        || async {
+            let m = stranger.metrics().await;
+            metric(
+                &m,
+                "switchyard_state_backend_errors_total{op=\"heartbeat\"}",
+            ) > 0.0
+        },
+        "the failed TLS handshake is counted",
+    )
+    .await;
+    assert_eq!(
+        stranger.admin_json("/admin/state").await["shared_state"],
+        "local"
+    );
+    assert_eq!(
+        burst(
+            std::slice::from_ref(&stranger),
+            1,
+            "free-secret",
+            chat("open", json!({}))
+        )
+        .await[0]
+            .status(),
+        200
+    );
 }

@@ -184,7 +184,10 @@ fn connect_error(e: &SendError) -> GatewayError {
     // so it must not open the provider's circuit (which would refuse every
     // request for a cooldown after the descriptors were free again).
     if ours {
-        return GatewayError { source: Source::Gateway, ..e };
+        return GatewayError {
+            source: Source::Gateway,
+            ..e
+        };
     }
     e
 }
@@ -204,7 +207,10 @@ mod tests {
     fn running_out_of_our_own_descriptors_is_not_the_upstreams_fault() {
         let emfile = SendError::Connect(Box::new(std::io::Error::from_raw_os_error(24)));
         let e = connect_error(&emfile);
-        assert_eq!((e.code, e.source), (ErrorCode::ConnectionError, Source::Gateway));
+        assert_eq!(
+            (e.code, e.source),
+            (ErrorCode::ConnectionError, Source::Gateway)
+        );
         assert!(!crate::reliability::circuit::counts_as_failure(&e));
         let refused = SendError::Connect(Box::new(std::io::Error::from_raw_os_error(111)));
         let e = connect_error(&refused);

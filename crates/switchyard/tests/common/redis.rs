@@ -29,6 +29,11 @@ impl Redis {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        Self::wait(child, port, dir)
+    }
+
+    /// Until it listens on `port`.
+    fn wait(child: Child, port: u16, dir: tempfile::TempDir) -> Redis {
         let mut r = Redis {
             child,
             port,
@@ -61,5 +66,127 @@ impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A `redis-server` that speaks TLS only, with a certificate for
+/// `localhost` signed by a CA made for it (`openssl`): clients verify it
+/// against `ca` (e.g. `SSL_CERT_FILE`).
+pub struct TlsRedis {
+    pub redis: Redis,
+    pub ca: std::path::PathBuf,
+    _certs: tempfile::TempDir,
+}
+
+impl TlsRedis {
+    pub fn start() -> TlsRedis {
+        let certs = tempfile::tempdir().unwrap();
+        let d = certs.path();
+        let openssl = super::apt::binary(&["openssl"], &["/usr/bin"], "openssl");
+        let run = |args: &[&str]| {
+            let out = Command::new(&openssl)
+                .args(args)
+                .current_dir(d)
+                .output()
+                .expect("openssl runs");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        std::fs::write(
+            d.join("ext.cnf"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )
+        .unwrap();
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=switchyard-test-ca",
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "srv.key",
+            "-out",
+            "srv.csr",
+            "-subj",
+            "/CN=localhost",
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "srv.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]);
+        let port = super::free_port();
+        let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
+        let dir = tempfile::tempdir().unwrap();
+        let child = Command::new(&bin)
+            .args([
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .arg("--tls-cert-file")
+            .arg(d.join("srv.pem"))
+            .arg("--tls-key-file")
+            .arg(d.join("srv.key"))
+            .arg("--tls-ca-cert-file")
+            .arg(d.join("ca.pem"))
+            .args([
+                "--tls-auth-clients",
+                "no",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        let redis = Redis::wait(child, port, dir);
+        TlsRedis {
+            redis,
+            ca: d.join("ca.pem"),
+            _certs: certs,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("rediss://localhost:{}/", self.redis.port)
     }
 }

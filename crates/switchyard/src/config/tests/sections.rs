@@ -179,7 +179,7 @@ fn stores_and_listen_addresses() {
         1,
         21,
         "state.redis_url",
-        "expected redis:// or rediss://",
+        "expected redis:// or rediss:// or redis+sentinel://",
     );
     // The URL is checked, and not echoed (it may hold a password).
     let pg = errs("usage: { store: postgres, url: \"mysql://u:secret@h\" }\n");

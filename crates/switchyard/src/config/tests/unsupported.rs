@@ -21,7 +21,7 @@ cache:
   when: always
 state:
   backend: redis
-  redis_url: rediss://cache:6379
+  redis_url: redis+sentinel://cache:26379
   cluster_urls: [redis://a:6379]
 usage:
   store: sqlite
@@ -34,7 +34,7 @@ observability:
 "#;
     let want = [
         (8, 14, "cache.max_bytes", "has no effect with `backend: redis` (Redis's own `maxmemory` bounds it); remove it".to_string()),
-        (12, 14, "state.redis_url", "not supported yet (only plain `redis://` is built; TLS (`rediss://`) and Sentinel are not); use a `redis://` URL".to_string()),
+        (12, 14, "state.redis_url", "not supported yet (Redis Sentinel is not built); use a `redis://` or `rediss://` URL".to_string()),
         (13, 17, "state.cluster_urls", "not supported yet (Redis Cluster is not built); use one `redis_url`".to_string()),
         (19, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
     ];

@@ -187,7 +187,7 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
     let redis_url = s
         .redis_url
         .as_ref()
-        .and_then(|u| url(d, u, &["redis", "rediss"]));
+        .and_then(|u| url(d, u, &["redis", "rediss", "redis+sentinel"]));
     let state = State {
         backend: s.backend.as_ref().map_or(StateBackend::Memory, |b| b.value),
         redis_url,

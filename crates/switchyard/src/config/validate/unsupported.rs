@@ -65,8 +65,8 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         }
     }
 
-    // The fleet's keys act with `backend: redis` only; the rest of Redis's
-    // ways in (TLS, Sentinel, Cluster) are not built yet.
+    // The fleet's keys act with `backend: redis` only; Sentinel and Cluster
+    // are not built yet.
     let s = &raw.state;
     let shared = s
         .backend
@@ -87,13 +87,13 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
     if let Some(u) = s
         .redis_url
         .as_ref()
-        .filter(|u| !u.value.starts_with("redis://"))
+        .filter(|u| u.value.starts_with("redis+sentinel://"))
     {
         say(
             &u.at,
             refuse(
-                "only plain `redis://` is built; TLS (`rediss://`) and Sentinel are not",
-                "use a `redis://` URL",
+                "Redis Sentinel is not built",
+                "use a `redis://` or `rediss://` URL",
             ),
         );
     }
