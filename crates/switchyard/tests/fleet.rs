@@ -51,6 +51,7 @@ clients:
   - {{ id: free, key_env: FREE_KEY }}
   - {{ id: spender, key_env: SPEND_KEY, budget: {{ usd: 1, per: day }} }}
   - {{ id: steady, key_env: STEADY_KEY, rpm: 100000 }}
+  - {{ id: limited2, key_env: LIMITED2_KEY, rpm: 60 }}
 state: {{ backend: redis, redis_url: "{redis_url}", key_prefix: "fleet:" }}
 {extra}"#
     )
@@ -60,6 +61,7 @@ const ENVS: &[(&str, &str)] = &[
     ("FREE_KEY", "free-secret"),
     ("SPEND_KEY", "spend-secret"),
     ("STEADY_KEY", "steady-secret"),
+    ("LIMITED2_KEY", "limited2-secret"),
 ];
 
 async fn three(redis: &Redis) -> Vec<Instance> {
@@ -839,5 +841,85 @@ async fn a_fleet_on_redis_over_tls_shares_its_limits() {
         .await[0]
             .status(),
         200
+    );
+}
+
+#[tokio::test]
+async fn a_fleet_found_through_sentinel_follows_a_failover() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut set = common::redis::SentinelSet::start();
+    let gws = fleet(&yaml_at(&set.url(), ""), 2, ENVS).await;
+    let joined = |n: usize| {
+        let gws = &gws;
+        move || async move {
+            let mut all = true;
+            for g in gws {
+                let s = g.admin_json("/admin/state").await;
+                all &= s["shared_state"] == "redis"
+                    && s["instances"].as_array().map(Vec::len) == Some(n);
+            }
+            all
+        }
+    };
+    wait_for(joined(2), "both joined via Sentinel").await;
+    let rs = burst(&gws, 120, "client-secret", chat("open", json!({}))).await;
+    assert!((57..=60).contains(&count(&rs, 200)), "{}", count(&rs, 200));
+
+    // The master dies: Sentinel promotes the replica, and the fleet finds
+    // it (serving on its own state meanwhile).
+    let killed_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    set.master.kill();
+    let serve_meanwhile = || async {
+        let rs = burst(&gws, 2, "free-secret", chat("open", json!({}))).await;
+        assert_eq!(count(&rs, 200), 2, "served during the failover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let started = Instant::now();
+    for g in &gws {
+        while g.admin_json("/admin/state").await["shared_state"] != "local" {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{} never noticed",
+                g.name
+            );
+            serve_meanwhile().await;
+        }
+    }
+    while !joined(2)().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no re-join after the failover"
+        );
+        serve_meanwhile().await;
+    }
+    // It is the promoted replica they write to now (a replica refuses
+    // writes): both heartbeats there are from after the master died.
+    let promoted = switchyard::state::redis::RedisState::connect(&set.replica.url(), "fleet:")
+        .await
+        .unwrap();
+    let mut c = promoted.conn();
+    let beats: std::collections::HashMap<String, String> = ::redis::cmd("HGETALL")
+        .arg("fleet:instances")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(beats.len(), 2);
+    for b in beats.values() {
+        let seen = serde_json::from_str::<Value>(b).unwrap()["last_seen_ms"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            seen > killed_ms,
+            "a heartbeat written to the promoted replica: {b}"
+        );
+    }
+    let rs = burst(&gws, 120, "limited2-secret", chat("open", json!({}))).await;
+    assert!(
+        (57..=60).contains(&count(&rs, 200)),
+        "after the failover: {}",
+        count(&rs, 200)
     );
 }

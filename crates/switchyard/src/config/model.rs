@@ -389,6 +389,21 @@ pub enum StateBackend {
     Redis,
 }
 
+/// `redis+sentinel://host:port[,host:port…]/service`: the Sentinels to ask
+/// and the name of the master they watch.
+pub fn sentinel_parts(url: &str) -> Option<(Vec<String>, String)> {
+    let rest = url.strip_prefix("redis+sentinel://")?;
+    let (hosts, service) = rest.split_once('/')?;
+    let service = service.trim_end_matches('/');
+    let hosts: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("redis://{h}/"))
+        .collect();
+    (!hosts.is_empty() && !service.is_empty() && !service.contains('/'))
+        .then(|| (hosts, service.to_owned()))
+}
+
 /// What a fleet member does while Redis is away (contract §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnUnavailable {

@@ -135,6 +135,17 @@ pub struct Adjust {
     pub delta: i64,
 }
 
+/// Ask the Sentinels where the master is now (again at every reconnect:
+/// after a failover that is the promoted replica).
+async fn master_of(sentinels: Vec<String>, service: String) -> Result<::redis::Client, String> {
+    use ::redis::sentinel::{SentinelClient, SentinelServerType};
+    let mut s = SentinelClient::build(sentinels, service, None, SentinelServerType::Master)
+        .map_err(|e| format!("state.redis_url: {e}"))?;
+    s.async_get_client()
+        .await
+        .map_err(|e| format!("redis sentinel at state.redis_url: {e}"))
+}
+
 /// The fleet's shared state on one Redis (reconnecting on its own).
 #[derive(Clone)]
 pub struct RedisState {
@@ -149,7 +160,10 @@ impl RedisState {
     /// connection is re-made in the background; a call meanwhile fails
     /// fast rather than waiting for it.
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisState, String> {
-        let client = ::redis::Client::open(url).map_err(|e| format!("state.redis_url: {e}"))?;
+        let client = match crate::config::sentinel_parts(url) {
+            Some((sentinels, service)) => master_of(sentinels, service).await?,
+            None => ::redis::Client::open(url).map_err(|e| format!("state.redis_url: {e}"))?,
+        };
         let cfg = ::redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(std::time::Duration::from_millis(500))
             .set_number_of_retries(2)

@@ -190,3 +190,72 @@ impl TlsRedis {
         format!("rediss://localhost:{}/", self.redis.port)
     }
 }
+
+/// A master, its replica and one Sentinel watching them as `main`
+/// (quick to fail over: the master is down after 1 s of silence).
+pub struct SentinelSet {
+    pub master: Redis,
+    pub replica: Redis,
+    sentinel: Redis,
+}
+
+impl SentinelSet {
+    pub fn start() -> SentinelSet {
+        let master = Redis::start();
+        let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
+        let spawn = |port: u16, args: &[String], dir: tempfile::TempDir| {
+            let child = Command::new(&bin)
+                .args(args)
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+            Redis::wait(child, port, dir)
+        };
+        let rport = super::free_port();
+        let replica = spawn(
+            rport,
+            &[
+                "--port".into(),
+                rport.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--replicaof".into(),
+                "127.0.0.1".into(),
+                master.port.to_string(),
+                "--save".into(),
+                String::new(),
+                "--appendonly".into(),
+                "no".into(),
+            ],
+            tempfile::tempdir().unwrap(),
+        );
+        let sport = super::free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {sport}\nbind 127.0.0.1\nsentinel monitor main 127.0.0.1 {} 1\nsentinel down-after-milliseconds main 1000\nsentinel failover-timeout main 3000\n",
+                master.port
+            ),
+        )
+        .unwrap();
+        let sentinel = spawn(
+            sport,
+            &[conf.display().to_string(), "--sentinel".into()],
+            dir,
+        );
+        SentinelSet {
+            master,
+            replica,
+            sentinel,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis+sentinel://127.0.0.1:{}/main", self.sentinel.port)
+    }
+}

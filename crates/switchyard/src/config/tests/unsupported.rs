@@ -21,7 +21,7 @@ cache:
   when: always
 state:
   backend: redis
-  redis_url: redis+sentinel://cache:26379
+  redis_url: redis+sentinel://s1:26379,s2:26379/main
   cluster_urls: [redis://a:6379]
 usage:
   store: sqlite
@@ -34,7 +34,6 @@ observability:
 "#;
     let want = [
         (8, 14, "cache.max_bytes", "has no effect with `backend: redis` (Redis's own `maxmemory` bounds it); remove it".to_string()),
-        (12, 14, "state.redis_url", "not supported yet (Redis Sentinel is not built); use a `redis://` or `rediss://` URL".to_string()),
         (13, 17, "state.cluster_urls", "not supported yet (Redis Cluster is not built); use one `redis_url`".to_string()),
         (19, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
     ];
@@ -46,7 +45,7 @@ observability:
 
     let shown = load(src).unwrap_err()[1].to_string();
     assert!(
-        shown.starts_with("t.yaml:12:14: state.redis_url: not supported yet"),
+        shown.starts_with("t.yaml:13:17: state.cluster_urls: not supported yet"),
         "{shown}"
     );
 }
@@ -146,6 +145,13 @@ fn the_fleet_says_what_it_needs() {
             c.cache.backend
         ),
         ("gw:", OnUnavailable::Reject, CacheBackend::Redis)
+    );
+    one(
+        "state: { backend: redis, redis_url: \"redis+sentinel://s1:26379\" }\n",
+        1,
+        37,
+        "state.redis_url",
+        "expected redis+sentinel://host:port[,host:port…]/master-name",
     );
     one(
         "state: { backend: redis, redis_url: \"redis://r\", on_unavailable: maybe }\n",

@@ -184,10 +184,20 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
             .map_or(CacheWhen::Deterministic, |w| w.value),
     };
     let s = &raw.state;
-    let redis_url = s
-        .redis_url
-        .as_ref()
-        .and_then(|u| url(d, u, &["redis", "rediss", "redis+sentinel"]));
+    let redis_url = s.redis_url.as_ref().and_then(|u| {
+        if u.value.starts_with("redis+sentinel://") {
+            // Several hosts and a master's name: not one URL's shape.
+            if sentinel_parts(&u.value).is_none() {
+                d.err(
+                    &u.at,
+                    "expected redis+sentinel://host:port[,host:port…]/master-name",
+                );
+                return None;
+            }
+            return Some(u.value.clone());
+        }
+        url(d, u, &["redis", "rediss", "redis+sentinel"])
+    });
     let state = State {
         backend: s.backend.as_ref().map_or(StateBackend::Memory, |b| b.value),
         redis_url,

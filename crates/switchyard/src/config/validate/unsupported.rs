@@ -65,8 +65,8 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         }
     }
 
-    // The fleet's keys act with `backend: redis` only; Sentinel and Cluster
-    // are not built yet.
+    // The fleet's keys act with `backend: redis` only; Cluster is not
+    // built yet.
     let s = &raw.state;
     let shared = s
         .backend
@@ -83,19 +83,6 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
                     .into(),
             );
         }
-    }
-    if let Some(u) = s
-        .redis_url
-        .as_ref()
-        .filter(|u| u.value.starts_with("redis+sentinel://"))
-    {
-        say(
-            &u.at,
-            refuse(
-                "Redis Sentinel is not built",
-                "use a `redis://` or `rediss://` URL",
-            ),
-        );
     }
     if let Some(a) = at(&s.cluster_urls) {
         say(
