@@ -194,13 +194,18 @@ fn fleet_of(config: &Config) -> Option<Arc<crate::state::fleet::Fleet>> {
     if s.backend != crate::config::StateBackend::Redis {
         return None;
     }
-    let url = s.redis_url.as_deref()?;
+    use crate::state::redis::Endpoint;
+    let at = match (&s.redis_url, &s.cluster_urls) {
+        (_, Some(urls)) => Endpoint::Cluster(urls.clone()),
+        (Some(url), None) => Endpoint::One(url.clone()),
+        (None, None) => return None,
+    };
     // The Redis client's TLS (`rediss://`) takes rustls's process-wide
     // provider: the same ring one the upstream client uses. (Already set:
     // fine.)
     let _ = rustls::crypto::ring::default_provider().install_default();
     let reject = s.on_unavailable == crate::config::OnUnavailable::Reject;
-    Some(crate::state::fleet::Fleet::new(url, &s.key_prefix, reject))
+    Some(crate::state::fleet::Fleet::new(at, &s.key_prefix, reject))
 }
 
 /// The OTLP trace export, when `observability.otlp_endpoint` is set. Built

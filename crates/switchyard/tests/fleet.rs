@@ -132,8 +132,10 @@ async fn a_client_rpm_limit_holds_for_the_fleet_not_per_instance() {
     let gws = three(&redis).await;
     let rs = burst(&gws, 180, "client-secret", chat("open", json!({}))).await;
     let ok = count(&rs, 200);
-    // 60 rpm for the fleet; three instances on their own would admit 180.
-    assert!((57..=60).contains(&ok), "admitted {ok} of 180 at rpm 60");
+    // 60 rpm for the fleet, within the contract's 5% (a request whose
+    // admission is late decides on its own share); three instances on
+    // their own would admit 180.
+    assert!((57..=63).contains(&ok), "admitted {ok} of 180 at rpm 60");
     assert_eq!(ok + count(&rs, 429), 180);
     let refused = rs.iter().find(|r| r.status() == 429).unwrap();
     assert!(refused.headers().contains_key("retry-after"));
@@ -421,7 +423,7 @@ async fn killing_redis_under_traffic_fails_no_request_and_limits_are_global_agai
     }
     let rs = burst(&gws, 180, "client-secret", chat("open", json!({}))).await;
     let ok = count(&rs, 200);
-    assert!((57..=60).contains(&ok), "admitted {ok} of 180 at rpm 60");
+    assert!((57..=63).contains(&ok), "admitted {ok} of 180 at rpm 60");
 }
 
 #[tokio::test]
@@ -804,7 +806,7 @@ async fn a_fleet_on_redis_over_tls_shares_its_limits() {
     }
     let rs = burst(&gws, 120, "client-secret", chat("open", json!({}))).await;
     let ok = count(&rs, 200);
-    assert!((57..=60).contains(&ok), "admitted {ok} of 120 at rpm 60");
+    assert!((57..=63).contains(&ok), "admitted {ok} of 120 at rpm 60");
 
     // A gateway that does not trust the CA never joins: it serves on its
     // own state and counts why.
@@ -863,7 +865,7 @@ async fn a_fleet_found_through_sentinel_follows_a_failover() {
     };
     wait_for(joined(2), "both joined via Sentinel").await;
     let rs = burst(&gws, 120, "client-secret", chat("open", json!({}))).await;
-    assert!((57..=60).contains(&count(&rs, 200)), "{}", count(&rs, 200));
+    assert!((57..=63).contains(&count(&rs, 200)), "{}", count(&rs, 200));
 
     // The master dies: Sentinel promotes the replica, and the fleet finds
     // it (serving on its own state meanwhile).
@@ -918,8 +920,35 @@ async fn a_fleet_found_through_sentinel_follows_a_failover() {
     }
     let rs = burst(&gws, 120, "limited2-secret", chat("open", json!({}))).await;
     assert!(
-        (57..=60).contains(&count(&rs, 200)),
+        (57..=63).contains(&count(&rs, 200)),
         "after the failover: {}",
         count(&rs, 200)
     );
+}
+
+#[tokio::test]
+async fn a_fleet_on_a_redis_cluster_shares_limits_and_circuits() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = common::redis::Cluster::start();
+    let y = yaml_at("unused", "").replace(
+        "redis_url: \"unused\"",
+        &format!("cluster_urls: {}", cluster.urls_yaml()),
+    );
+    let gws = fleet(&y, 3, ENVS).await;
+    for g in &gws {
+        wait_for(
+            || async { g.admin_json("/admin/state").await["instances"].as_array().map(Vec::len) == Some(3) },
+            "three instances seen on the Cluster",
+        )
+        .await;
+    }
+    let rs = burst(&gws, 180, "client-secret", chat("open", json!({}))).await;
+    let ok = count(&rs, 200);
+    assert!((57..=63).contains(&ok), "admitted {ok} of 180 at rpm 60");
+    reqwest::Client::new()
+        .post(gws[0].admin("/admin/deployments/oa%2Fm/open"))
+        .send()
+        .await
+        .unwrap();
+    within_a_second(&[&gws[1], &gws[2]], "oa/m", "open").await;
 }

@@ -419,6 +419,8 @@ pub enum OnUnavailable {
 pub struct State {
     pub backend: StateBackend,
     pub redis_url: Option<String>,
+    /// A Redis Cluster's nodes (instead of `redis_url`).
+    pub cluster_urls: Option<Vec<String>>,
     pub key_prefix: String,
     pub on_unavailable: OnUnavailable,
 }

@@ -167,7 +167,7 @@ pub struct RawState {
     pub redis_url: Opt<String>,
     pub key_prefix: Opt<String>,
     pub on_unavailable: Opt<OnUnavailable>,
-    pub cluster_urls: Opt<serde_json::Value>,
+    pub cluster_urls: Opt<Vec<Sp<String>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

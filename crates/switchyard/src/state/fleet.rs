@@ -27,7 +27,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::redis::{
-    Adjust, Admission, CircuitEvent, Event, RedisState, Window, KEY_ISSUED, KEY_REVOKED,
+    Adjust, Admission, CircuitEvent, Endpoint, Event, RedisState, Window, KEY_ISSUED,
+    KEY_REVOKED,
 };
 
 /// Slower than this is unavailable (contract §7).
@@ -148,7 +149,7 @@ pub struct SharedKey {
 
 pub struct Fleet {
     redis: ArcSwapOption<RedisState>,
-    url: String,
+    at: Endpoint,
     prefix: String,
     pub instance: Arc<str>,
     started_at_ms: u64,
@@ -181,7 +182,12 @@ impl Fleet {
     /// A fleet member for `url` with keys under `prefix`. Connecting is the
     /// heartbeat's job: an instance started while Redis is down serves on
     /// its own state and joins when Redis answers.
-    pub fn new(url: &str, prefix: &str, reject: bool) -> Arc<Fleet> {
+    pub fn new(at: Endpoint, prefix: &str, reject: bool) -> Arc<Fleet> {
+        // On a Cluster one hash tag keeps a script's keys in one slot.
+        let prefix = match at {
+            Endpoint::Cluster(_) => format!("{{{prefix}}}"),
+            Endpoint::One(_) => prefix.to_owned(),
+        };
         let (adjust_tx, adjust_rx) = mpsc::channel(ADJUST_QUEUE);
         let (publish_tx, publish_rx) = mpsc::unbounded_channel();
         let instance = format!(
@@ -192,8 +198,8 @@ impl Fleet {
         );
         Arc::new(Fleet {
             redis: ArcSwapOption::empty(),
-            url: url.to_owned(),
-            prefix: prefix.to_owned(),
+            at,
+            prefix,
             instance: instance.into(),
             started_at_ms: now_ms(),
             reject,
@@ -544,7 +550,7 @@ impl Fleet {
         if self.redis.load().is_none() {
             match tokio::time::timeout(
                 Duration::from_secs(2),
-                RedisState::connect(&self.url, &self.prefix),
+                RedisState::connect_to(&self.at, &self.prefix),
             )
             .await
             {
@@ -689,7 +695,7 @@ impl Fleet {
             if stop.is_cancelled() {
                 return;
             }
-            let reader = match RedisState::connect(&self.url, &self.prefix).await {
+            let reader = match RedisState::connect_to(&self.at, &self.prefix).await {
                 Ok(r) => r,
                 Err(_) => {
                     tokio::select! {
@@ -803,7 +809,7 @@ mod tests {
 
     #[test]
     fn a_share_is_never_zero() {
-        let f = Fleet::new("redis://127.0.0.1:1/", "t:", false);
+        let f = Fleet::new(Endpoint::One("redis://127.0.0.1:1/".into()), "t:", false);
         f.peers.store(3, Ordering::Relaxed);
         assert_eq!(f.local_share(60), 20);
         assert_eq!(f.local_share(2), 1);

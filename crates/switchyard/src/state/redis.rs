@@ -146,10 +146,58 @@ async fn master_of(sentinels: Vec<String>, service: String) -> Result<::redis::C
         .map_err(|e| format!("redis sentinel at state.redis_url: {e}"))
 }
 
+/// Where the fleet's Redis is: one server (`redis_url`, possibly found
+/// through Sentinel) or a Cluster (`cluster_urls`). On a Cluster every key
+/// carries one hash tag (the prefix, in braces): a script's keys must share
+/// a slot, so the fleet's state lives on one shard (and its replicas).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    One(String),
+    Cluster(Vec<String>),
+}
+
+/// A connection to either.
+#[derive(Clone)]
+pub enum Conn {
+    One(ConnectionManager),
+    Cluster(::redis::cluster_async::ClusterConnection),
+}
+
+impl ::redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a ::redis::Cmd,
+    ) -> ::redis::RedisFuture<'a, ::redis::Value> {
+        match self {
+            Conn::One(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a ::redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> ::redis::RedisFuture<'a, Vec<::redis::Value>> {
+        match self {
+            Conn::One(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::One(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
 /// The fleet's shared state on one Redis (reconnecting on its own).
 #[derive(Clone)]
 pub struct RedisState {
-    conn: ConnectionManager,
+    conn: Conn,
     prefix: String,
     admit: std::sync::Arc<::redis::Script>,
     publish: std::sync::Arc<::redis::Script>,
@@ -160,6 +208,40 @@ impl RedisState {
     /// connection is re-made in the background; a call meanwhile fails
     /// fast rather than waiting for it.
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisState, String> {
+        Self::connect_to(&Endpoint::One(url.to_owned()), prefix).await
+    }
+
+    /// One server (or the master Sentinel names), or a Cluster.
+    pub async fn connect_to(at: &Endpoint, prefix: &str) -> Result<RedisState, String> {
+        let conn = match at {
+            Endpoint::One(url) => Conn::One(Self::one(url).await?),
+            Endpoint::Cluster(urls) => Conn::Cluster(
+                ::redis::cluster::ClusterClientBuilder::new(urls.clone())
+                    .connection_timeout(std::time::Duration::from_millis(500))
+                    .build()
+                    .map_err(|e| format!("state.cluster_urls: {e}"))?
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| format!("redis cluster at state.cluster_urls: {e}"))?,
+            ),
+        };
+        let state = RedisState {
+            conn,
+            prefix: prefix.to_owned(),
+            admit: std::sync::Arc::new(::redis::Script::new(ADMIT)),
+            publish: std::sync::Arc::new(::redis::Script::new(PUBLISH)),
+        };
+        // Loaded now, so the first requests' EVALSHA finds them (rather
+        // than each paying a NOSCRIPT and a resend of the whole script);
+        // a node that lacks one later gets it resent by the call itself.
+        let mut c = state.conn.clone();
+        for script in [&state.admit, &state.publish] {
+            let _ = script.prepare_invoke().load_async(&mut c).await;
+        }
+        Ok(state)
+    }
+
+    async fn one(url: &str) -> Result<ConnectionManager, String> {
         let client = match crate::config::sentinel_parts(url) {
             Some((sentinels, service)) => master_of(sentinels, service).await?,
             None => ::redis::Client::open(url).map_err(|e| format!("state.redis_url: {e}"))?,
@@ -168,26 +250,9 @@ impl RedisState {
             .set_connection_timeout(std::time::Duration::from_millis(500))
             .set_number_of_retries(2)
             .set_max_delay(200);
-        let conn = ConnectionManager::new_with_config(client, cfg)
+        ConnectionManager::new_with_config(client, cfg)
             .await
-            .map_err(|e| format!("redis at state.redis_url: {e}"))?;
-        let state = RedisState {
-            conn,
-            prefix: prefix.to_owned(),
-            admit: std::sync::Arc::new(::redis::Script::new(ADMIT)),
-            publish: std::sync::Arc::new(::redis::Script::new(PUBLISH)),
-        };
-        // Loaded now, so the first requests' EVALSHA finds them (rather
-        // than each paying a NOSCRIPT and a resend of the whole script).
-        let mut c = state.conn.clone();
-        for script in [&state.admit, &state.publish] {
-            script
-                .prepare_invoke()
-                .load_async(&mut c)
-                .await
-                .map_err(|e| format!("redis at state.redis_url: {e}"))?;
-        }
-        Ok(state)
+            .map_err(|e| format!("redis at state.redis_url: {e}"))
     }
 
     /// `prefix` + `key`: the name Redis knows a key by.
@@ -195,7 +260,7 @@ impl RedisState {
         format!("{}{key}", self.prefix)
     }
 
-    pub fn conn(&self) -> ConnectionManager {
+    pub fn conn(&self) -> Conn {
         self.conn.clone()
     }
 

@@ -259,3 +259,66 @@ impl SentinelSet {
         format!("redis+sentinel://127.0.0.1:{}/main", self.sentinel.port)
     }
 }
+
+/// A Redis Cluster of three masters (slots spread by `redis-cli --cluster
+/// create`), each a `redis-server` of its own.
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
+        let cli = super::apt::binary(&["redis-cli"], &["/usr/bin"], "redis-tools");
+        let nodes: Vec<Redis> = (0..3)
+            .map(|_| {
+                let port = super::free_port();
+                let dir = tempfile::tempdir().unwrap();
+                let child = Command::new(&bin)
+                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                    .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+                    .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                    .arg("--cluster-config-file")
+                    .arg(dir.path().join("nodes.conf"))
+                    .arg("--dir")
+                    .arg(dir.path())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+                Redis::wait(child, port, dir)
+            })
+            .collect();
+        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let out = Command::new(&cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs");
+        assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        for n in &nodes {
+            let mut ok = false;
+            for _ in 0..200 {
+                let info = Command::new(&cli)
+                    .args(["-p", &n.port.to_string(), "cluster", "info"])
+                    .output()
+                    .expect("redis-cli runs");
+                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                    ok = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(ok, "the cluster did not come up");
+        }
+        Cluster { nodes }
+    }
+
+    /// `cluster_urls` for the config.
+    pub fn urls_yaml(&self) -> String {
+        let urls: Vec<String> = self.nodes.iter().map(|n| format!("\"{}\"", n.url())).collect();
+        format!("[{}]", urls.join(", "))
+    }
+}

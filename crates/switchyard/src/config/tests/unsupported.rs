@@ -22,7 +22,6 @@ cache:
 state:
   backend: redis
   redis_url: redis+sentinel://s1:26379,s2:26379/main
-  cluster_urls: [redis://a:6379]
 usage:
   store: sqlite
   path: usage.db
@@ -34,8 +33,7 @@ observability:
 "#;
     let want = [
         (8, 14, "cache.max_bytes", "has no effect with `backend: redis` (Redis's own `maxmemory` bounds it); remove it".to_string()),
-        (13, 17, "state.cluster_urls", "not supported yet (Redis Cluster is not built); use one `redis_url`".to_string()),
-        (19, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
+        (18, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
     ];
     let want: Vec<_> = want
         .into_iter()
@@ -45,7 +43,7 @@ observability:
 
     let shown = load(src).unwrap_err()[1].to_string();
     assert!(
-        shown.starts_with("t.yaml:13:17: state.cluster_urls: not supported yet"),
+        shown.starts_with("t.yaml:18:17: observability.debug_bodies: not supported yet"),
         "{shown}"
     );
 }
@@ -146,6 +144,26 @@ fn the_fleet_says_what_it_needs() {
         ),
         ("gw:", OnUnavailable::Reject, CacheBackend::Redis)
     );
+    let c = load("state: { backend: redis, cluster_urls: [\"redis://a:7000\", \"redis://b:7000/\"] }\n")
+        .unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(
+        c.state.cluster_urls,
+        Some(vec!["redis://a:7000".to_string(), "redis://b:7000".to_string()])
+    );
+    one(
+        "state: { backend: redis, redis_url: \"redis://r\", cluster_urls: [\"redis://a:7000\"] }\n",
+        1,
+        37,
+        "state.redis_url",
+        "give `redis_url` (one server) or `cluster_urls` (a Cluster), not both",
+    );
+    one(
+        "state: { backend: redis, cluster_urls: [] }\n",
+        1,
+        40,
+        "state.cluster_urls",
+        "lists no node",
+    );
     one(
         "state: { backend: redis, redis_url: \"redis+sentinel://s1:26379\" }\n",
         1,
@@ -245,7 +263,7 @@ fn the_fleets_keys_without_the_fleet_have_no_effect() {
     let want = [
         (2, 15, "state.key_prefix", "has no effect:"),
         (3, 19, "state.on_unavailable", "has no effect:"),
-        (4, 17, "state.cluster_urls", "not supported yet"),
+        (4, 17, "state.cluster_urls", "has no effect:"),
     ];
     let want: Vec<_> = want
         .iter()

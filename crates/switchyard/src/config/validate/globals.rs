@@ -62,7 +62,7 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
                     ("reject", OnUnavailable::Reject),
                 ],
             ),
-            cluster_urls: s.get(d, "cluster_urls", f::json),
+            cluster_urls: s.list(d, "cluster_urls", f::string),
         };
     }
     let usage_keys = ["store", "path", "url", "retention", "store_responses"];
@@ -198,9 +198,25 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
         }
         url(d, u, &["redis", "rediss", "redis+sentinel"])
     });
+    let cluster_urls = s.cluster_urls.as_ref().and_then(|l| {
+        if l.value.is_empty() {
+            d.err(&l.at, "lists no node: give the Cluster's nodes (any few will do)");
+            return None;
+        }
+        let urls: Vec<String> = l
+            .value
+            .iter()
+            .filter_map(|u| url(d, u, &["redis", "rediss"]))
+            .collect();
+        (urls.len() == l.value.len()).then_some(urls)
+    });
+    if let (Some(u), Some(_)) = (&s.redis_url, &s.cluster_urls) {
+        d.err(&u.at, "give `redis_url` (one server) or `cluster_urls` (a Cluster), not both");
+    }
     let state = State {
         backend: s.backend.as_ref().map_or(StateBackend::Memory, |b| b.value),
         redis_url,
+        cluster_urls,
         key_prefix: s
             .key_prefix
             .as_ref()
@@ -281,8 +297,8 @@ pub fn requirements(d: &mut Diags, raw: &RawConfig) {
         .as_ref()
         .filter(|b| b.value == StateBackend::Redis)
     {
-        if s.redis_url.is_none() {
-            d.missing(&b.at, "`backend: redis` needs `state.redis_url`");
+        if s.redis_url.is_none() && s.cluster_urls.is_none() {
+            d.missing(&b.at, "`backend: redis` needs `state.redis_url` (or `state.cluster_urls`)");
         }
     }
     if let Some(b) = c

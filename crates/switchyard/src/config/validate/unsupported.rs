@@ -65,15 +65,19 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         }
     }
 
-    // The fleet's keys act with `backend: redis` only; Cluster is not
-    // built yet.
+    // The fleet's keys act with `backend: redis` only.
     let s = &raw.state;
     let shared = s
         .backend
         .as_ref()
         .is_some_and(|b| b.value == StateBackend::Redis);
     if !shared {
-        for a in [at(&s.redis_url), at(&s.key_prefix), at(&s.on_unavailable)]
+        for a in [
+            at(&s.redis_url),
+            at(&s.cluster_urls),
+            at(&s.key_prefix),
+            at(&s.on_unavailable),
+        ]
             .into_iter()
             .flatten()
         {
@@ -83,12 +87,6 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
                     .into(),
             );
         }
-    }
-    if let Some(a) = at(&s.cluster_urls) {
-        say(
-            a,
-            refuse("Redis Cluster is not built", "use one `redis_url`"),
-        );
     }
 
     let o = &raw.observability;
