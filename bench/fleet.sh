@@ -356,10 +356,14 @@ run_oha() {
 
 # measure VARIANT REP: warm-up, then a measured run with CPU ticks and Redis INFO around it -> runs.jsonl
 measure() {
-  local v=$1 rep=$2 tag="$1-r$2" url gw t0 t1 r0 r1 n0 n1 m0 m1 w0 w1 u0 u1 ru0 ru1
+  local v=$1 rep=$2 tag="$1-r$2" url gw t0 t1 r0 r1 n0 n1 m0 m1 w0 w1 u0 u1 ru0 ru1 th0 th1
   url="$(variant_url "$v")"; gw="$(variant_gw_pids "$v")"
   if [ "$WARMUP" -gt 0 ]; then run_oha "$url" "$CONC" "$WARMUP" "$BODY" "$BENCH_KEY" "$RAW/$tag.warm.json"; fi
   redis_info "$RAW/$tag.info0"
+  # The gateways' threads: main (the admin runtime, which also carries the fleet's Redis
+  # connection and tasks), the per-core workers, the rest.
+  # shellcheck disable=SC2086
+  th0="$(python3 "$BENCH/fleet_report.py" --threads $gw)"
   m0="$(machine_ticks)"; w0="$(date +%s.%N)"
   # shellcheck disable=SC2086
   t0="$(cpu_ticks $gw)"; r0="$(cpu_ticks "$REDIS_PID")"; n0="$(cpu_ticks $(nginx_pids))"
@@ -371,10 +375,14 @@ measure() {
   # shellcheck disable=SC2086
   u1="$(utime_ticks $gw)"; ru1="$(utime_ticks "$REDIS_PID")"
   m1="$(machine_ticks)"; w1="$(date +%s.%N)"
+  # shellcheck disable=SC2086
+  th1="$(python3 "$BENCH/fleet_report.py" --threads $gw)"
   redis_info "$RAW/$tag.info1"
   python3 "$BENCH/fleet_report.py" --run "$RAW/$tag.json" "$v" "$rep" "$DURATION" "$HZ" \
-    "$((t1 - t0))" "$((r1 - r0))" "$((n1 - n0))" "$RAW/$tag.info0" "$RAW/$tag.info1" "$w0" "$w1" $m0 $m1 "$((u1 - u0))" "$((ru1 - ru0))" \
+    "$((t1 - t0))" "$((r1 - r0))" "$((n1 - n0))" "$RAW/$tag.info0" "$RAW/$tag.info1" "$w0" "$w1" $m0 $m1 "$((u1 - u0))" "$((ru1 - ru0))" "$th0" "$th1" \
     >>"$RAW/runs.jsonl"
+  # Did an instance fall back to its own state during the run (Redis slower than 50 ms)?
+  backend_errors "$tag"
   log "$(tail -n1 "$RAW/runs.jsonl" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print("%-7s r%d: %7.0f req/s  p50 %.3f  p99 %.3f ms  cpu us/req: gw %.1f redis %.1f nginx %.1f  evalsha/req %.3f  redis cmds/req %.2f  err %d" % (r["variant"], r["rep"], r["rps"], r["p50_ms"] or -1, r["p99_ms"] or -1, r["cpu_gw_us"] or -1, r["cpu_redis_us"] or -1, r["cpu_nginx_us"] or -1, r["evalsha_per_req"] or 0, r["redis_cmds_per_req"] or 0, r["errors"]))')"
 }
 

@@ -2,8 +2,10 @@
 """bench/fleet.sh's helper and report (Python 3 stdlib only). Modes:
 
   fleet_report.py --run OHA.json VARIANT REP DURATION HZ TICKS_GW TICKS_REDIS TICKS_NGINX \
-      INFO0 INFO1 T0 T1 BUSY0 TOTAL0 BUSY1 TOTAL1 UTICKS_GW UTICKS_REDIS
+      INFO0 INFO1 T0 T1 BUSY0 TOTAL0 BUSY1 TOTAL1 UTICKS_GW UTICKS_REDIS THREADS0 THREADS1
                                                          -> one JSON line (a measured run)
+  fleet_report.py --threads PID...                       -> JSON: the processes' CPU ticks and
+                                                            context switches by thread class
   fleet_report.py --monitor MONITOR.txt OHA.json T0 T1   -> JSON: MONITOR's commands by source
   fleet_report.py --acc OHA.json VARIANT SECS RPM CODE REFUSED_BODY INFO0 INFO1 T0 T1
                                                          -> one JSON line (a limit-accuracy run)
@@ -13,6 +15,7 @@ INFO0/INFO1: `redis-cli info all` before and after the run; the report uses the 
 `cmdstat_*` (calls, usec), `errorstat_*`, the network byte counters and Redis's own CPU.
 """
 import json
+import os
 import re
 import statistics
 import sys
@@ -106,7 +109,8 @@ def gw_calls(cmd):
 
 
 def mode_run(a):
-    (path, variant, rep, secs, hz, t_gw, t_redis, t_ngx, i0, i1, w0, w1, b0, m0, b1, m1, u_gw, u_redis) = a
+    (path, variant, rep, secs, hz, t_gw, t_redis, t_ngx, i0, i1, w0, w1, b0, m0, b1, m1, u_gw, u_redis,
+     th0, th1) = a
     r = oha(path, secs)
     hz = int(hz)
     n = r["ok"]
@@ -120,11 +124,52 @@ def mode_run(a):
              ticks_gw=int(t_gw), ticks_redis=int(t_redis), ticks_nginx=int(t_ngx), hz=hz,
              cpu_gw_us=per(t_gw), cpu_redis_us=per(t_redis), cpu_nginx_us=per(t_ngx),
              cpu_gw_user_us=per(u_gw), cpu_redis_user_us=per(u_redis),
+             threads=thread_delta(json.loads(th0), json.loads(th1), hz, n),
              wall_s=float(w1) - float(w0),
              machine_busy_pct=100.0 * (int(b1) - int(b0)) / max(1, int(m1) - int(m0)),
              redis=d, evalsha_per_req=admit / answered,
              redis_cmds_per_req=sum(v["calls"] for v in calls.values()) / answered)
     print(json.dumps(r))
+
+
+def thread_class(pid, tid, comm):
+    if tid == pid:
+        return "main"
+    return "workers" if comm.startswith("switchyard-work") else "other"
+
+
+def mode_threads(pids):
+    out = {c: {"ticks": 0, "vcs": 0, "ivcs": 0, "n": 0} for c in ("main", "workers", "other")}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+                status = open(f"/proc/{pid}/task/{tid}/status").read()
+            except FileNotFoundError:
+                continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            rest = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on
+            c = out[thread_class(pid, tid, comm)]
+            c["ticks"] += int(rest[11]) + int(rest[12])  # utime + stime (fields 14, 15)
+            c["n"] += 1
+            for line in status.splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    c["vcs"] += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    c["ivcs"] += int(line.split()[1])
+    print(json.dumps(out))
+
+
+def thread_delta(a, b, hz, n):
+    if not n:
+        return None
+    return {c: {"cpu_us": (b[c]["ticks"] - a[c]["ticks"]) / hz * 1e6 / n,
+                "vcs": (b[c]["vcs"] - a[c]["vcs"]) / n, "ivcs": (b[c]["ivcs"] - a[c]["ivcs"]) / n,
+                "threads": b[c]["n"]} for c in b}
 
 
 MON_RE = re.compile(r'^(\d+\.\d+) \[(\d+) ([^\]]+)\] (.*)$')
@@ -223,6 +268,17 @@ def report(raw, out):
     except (FileNotFoundError, ValueError):
         mon = None
     variants = meta["variants"].split()
+    # Backend errors per phase (a run's tag, or start/throughput/accuracy): the increase since the
+    # instance's previous snapshot, summed over the fleet's instances.
+    seen, bdelta = {}, {}
+    for b in backend:
+        prev = seen.get(b["instance"], {})
+        for op, n in b["errors"].items():
+            d = n - prev.get(op, 0)
+            if d:
+                bdelta.setdefault(b["phase"], {})
+                bdelta[b["phase"]][op] = bdelta[b["phase"]].get(op, 0) + d
+        seen[b["instance"]] = b["errors"]
     by = {v: [r for r in runs if r["variant"] == v] for v in variants}
 
     def m(v, k):
@@ -273,8 +329,8 @@ def report(raw, out):
              "work on this shared box included).\n")
     L.append("Per run (paired ratio = the fleet's own CPU/req ÷ the single gateway's in the same repeat):\n")
     L.append("| repeat | variant | req/s | p99 ms | gw µs/req | redis µs/req | nginx µs/req | own × single | "
-             "EVALSHA/req | Redis cmds/req |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "EVALSHA/req | Redis cmds/req | fleet backend errors |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     paired = []
     for rep in sorted({r["rep"] for r in runs}):
         s = next((r for r in by["single"] if r["rep"] == rep), None)
@@ -289,11 +345,35 @@ def report(raw, out):
                      f"{f1(r['cpu_redis_us']) if v in ON_REDIS else '–'} | "
                      f"{f1(r['cpu_nginx_us']) if v in BEHIND_NGINX else '–'} | "
                      f"{f1(ratio, 2) + '×' if v != 'single' else '–'} | {r['evalsha_per_req']:.3f} | "
-                     f"{r['redis_cmds_per_req']:.2f} |")
+                     f"{r['redis_cmds_per_req']:.2f} | {bdelta.get(f'{v}-r{rep}') or '–'} |")
     L.append("\nEVALSHA and Redis commands per request: `INFO commandstats` around the run, over the requests "
              "the gateways got (answered + the ones oha's deadline cut, which were admitted too). For "
              "variants not on Redis they are the idle fleet's background (heartbeats, the events reader) "
-             "during that run, per its request.\n")
+             "during that run, per its request. *fleet backend errors*: the increase of "
+             "`switchyard_state_backend_errors_total{op}` over the three instances during the run (and its "
+             "warm-up): `admit` = an admission that got no answer within 50 ms, so that instance decided "
+             "on its own counters until its next heartbeat (≤ 1 s) brought it back; `adjust` = corrections "
+             "dropped meanwhile (left at the estimate on Redis).\n")
+
+    L.append("### The gateways' CPU by thread\n")
+    L.append("Per request, summed over the variant's gateways (medians of the runs): *main* = each process's "
+             "main thread, the runtime of the admin listener and signals — in a fleet also of the shared "
+             "Redis connection (the `ConnectionManager` and its driver task), the heartbeat, the events "
+             "reader and the corrections writer; *workers* = the per-core client runtimes "
+             "(`switchyard-worker-N`) that serve the requests; *other* = the decision-log writer, the config "
+             "watcher. *wakeups* = voluntary context switches (the thread went to sleep and was woken again) "
+             "per request.\n")
+    L.append("| variant | main µs/req | workers µs/req | other µs/req | main wakeups/req | workers wakeups/req | "
+             "workers preempted/req |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|")
+    for v in variants:
+        th = [r.get("threads") for r in by[v] if r.get("threads")]
+        if not th:
+            continue
+        g = lambda c, k: med(t[c][k] for t in th)  # noqa: E731
+        L.append(f"| {v} | {f1(g('main', 'cpu_us'))} | {f1(g('workers', 'cpu_us'))} | {f1(g('other', 'cpu_us'))} | "
+                 f"{f1(g('main', 'vcs'), 2)} | {f1(g('workers', 'vcs'), 2)} | {f1(g('workers', 'ivcs'), 2)} |")
+    L.append("")
 
     # Redis commands
     L.append("## Redis commands per request (fleet)\n")
@@ -375,9 +455,11 @@ def report(raw, out):
     L.append("`switchyard_state_backend_errors_total{op}` per fleet instance (a count here means the "
              "instance decided on its own counters for a while: Redis slower than 50 ms or away), and its "
              "`/admin/state` after each phase.\n")
-    L.append("| phase | instance | shared_state | instances seen | backend errors |")
+    L.append("| after | instance | shared_state | instances seen | backend errors (cumulative) |")
     L.append("|---|---|---|---:|---|")
     for b in backend:
+        if b["phase"] not in ("start", "throughput", "accuracy"):
+            continue
         e = {k: v for k, v in b["errors"].items() if v}
         L.append(f"| {b['phase']} | {b['instance']} | {b['shared_state']} | {b['instances']} | {e or 0} |")
     last = {}
@@ -402,8 +484,9 @@ def report(raw, out):
         ok = abs(a["err_pct"]) <= ACC_TARGET_PCT
         L.append(f"| fleet-wide client rpm within {ACC_TARGET_PCT:g} % of the limit | admitted {a['ok']} of "
                  f"{a['allowed']} allowed ({a['err_pct']:+.1f} %) | {verdict(ok)} |")
-    L.append(f"| (check) no fleet instance fell back to local state | "
-             f"{'none' if backend_ok else last} | {verdict(backend_ok)} |")
+    L.append(f"| (check) no fleet instance fell back to local state (an admission over 50 ms) | "
+             f"{'none' if backend_ok else ', '.join(f'{k}: {v}' for k, v in last.items())} | "
+             f"{verdict(backend_ok)} |")
     L.append(f"| (check) no errors in the throughput runs | "
              f"{sum(r['errors'] for r in runs)} | {verdict(sum(r['errors'] for r in runs) == 0)} |")
     text = "\n".join(L) + "\n"
@@ -414,7 +497,7 @@ def report(raw, out):
 
 def main():
     mode, args = sys.argv[1], sys.argv[2:]
-    {"--run": mode_run, "--monitor": mode_monitor, "--acc": mode_acc,
+    {"--run": mode_run, "--monitor": mode_monitor, "--acc": mode_acc, "--threads": mode_threads,
      "--report": lambda a: report(*a)}[mode](args)
 
 
