@@ -10,7 +10,8 @@
 #   nginx → the single gateway, "redis1" = one gateway on Redis (its own key prefix, a fleet of
 #   one), direct, "trio" = nginx → three gateways on the memory store), ACC_S (20 s: the limit-accuracy burst, at most 50), ACC_RPM (600), ACC_C (64),
 #   ACC_VARIANTS ("fleet single": single is the reference), MONITOR_S (3: a MONITOR sample through
-#   the fleet telling script-internal commands from sent ones; 0 = skip), PIN (1: load generator on
+#   the fleet telling script-internal commands from sent ones; 0 = skip), MONITOR_C (16: its
+#   concurrency, low because MONITOR slows Redis down), PIN (1: load generator on
 #   the last CPU), SKIP_BUILD (1: use the built binary, from $CARGO_TARGET_DIR or target/),
 #   NGINX_WORKERS (2), MOCK_PORT 18481, REDIS_PORT 16479, SINGLE_PORT 18480, SINGLE_ADMIN 19490,
 #   FLEET_PORTS "18483 18484 18485", FLEET_ADMINS "19491 19492 19493", NGINX_PORT 18482 (→ fleet),
@@ -30,6 +31,7 @@ ACC_RPM="${ACC_RPM:-600}"
 ACC_C="${ACC_C:-64}"
 ACC_VARIANTS="${ACC_VARIANTS:-fleet single}"
 MONITOR_S="${MONITOR_S:-3}"
+MONITOR_C="${MONITOR_C:-16}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 NGINX_WORKERS="${NGINX_WORKERS:-2}"
@@ -399,7 +401,7 @@ json.dump({
     "nginx_workers": $NGINX_WORKERS, "redis": sh("'$REDIS_BIN' --version"),
     "duration": $DURATION, "warmup": $WARMUP, "repeats": $REPEATS, "conc": $CONC, "variants": "$VARIANTS",
     "acc_s": $ACC_S, "acc_rpm": $ACC_RPM, "acc_c": $ACC_C, "acc_variants": "$ACC_VARIANTS",
-    "monitor_s": $MONITOR_S, "high_rpm": $HIGH_RPM, "high_tpm": $HIGH_TPM,
+    "monitor_s": $MONITOR_S, "monitor_c": $MONITOR_C, "high_rpm": $HIGH_RPM, "high_tpm": $HIGH_TPM,
 }, open(sys.argv[1], "w"), indent=1)
 PY
 
@@ -420,7 +422,7 @@ if [ "$MONITOR_S" -gt 0 ]; then
   MON_PID=$!; PIDS+=("$MON_PID")
   sleep 0.5
   w0="$(date +%s.%N)"
-  run_oha "$(variant_url fleet)" "$CONC" "$MONITOR_S" "$BODY" "$BENCH_KEY" "$RAW/monitor-run.json"
+  run_oha "$(variant_url fleet)" "$MONITOR_C" "$MONITOR_S" "$BODY" "$BENCH_KEY" "$RAW/monitor-run.json"
   w1="$(date +%s.%N)"
   sleep 0.5
   kill -TERM "$MON_PID" 2>/dev/null || true
@@ -428,6 +430,7 @@ if [ "$MONITOR_S" -gt 0 ]; then
   python3 "$BENCH/fleet_report.py" --monitor "$RAW/monitor.txt" "$RAW/monitor-run.json" "$w0" "$w1" >"$RAW/monitor.json"
   rm -f "$RAW/monitor.txt"
   log "monitor sample: $(cat "$RAW/monitor.json")"
+  backend_errors monitor
 fi
 
 # ---------------------------------------------------------------- limit accuracy
