@@ -11,7 +11,9 @@
 #   one), direct, "trio" = nginx → three gateways on the memory store), ACC_S (20 s: the limit-accuracy burst, at most 50), ACC_RPM (600), ACC_C (64),
 #   ACC_VARIANTS ("fleet single": single is the reference), MONITOR_S (3: a MONITOR sample through
 #   the fleet telling script-internal commands from sent ones; 0 = skip), MONITOR_C (16: its
-#   concurrency, low because MONITOR slows Redis down), PIN (1: load generator on
+#   concurrency, low because MONITOR slows Redis down), FILL_S (62: seconds of a 2 req/s trickle
+#   through the fleet before the measured runs, so every sliding window holds its 10 buckets; the
+#   accuracy runs take place meanwhile), PIN (1: load generator on
 #   the last CPU), SKIP_BUILD (1: use the built binary, from $CARGO_TARGET_DIR or target/),
 #   NGINX_WORKERS (2), MOCK_PORT 18481, REDIS_PORT 16479, SINGLE_PORT 18480, SINGLE_ADMIN 19490,
 #   FLEET_PORTS "18483 18484 18485", FLEET_ADMINS "19491 19492 19493", NGINX_PORT 18482 (→ fleet),
@@ -32,6 +34,7 @@ ACC_C="${ACC_C:-64}"
 ACC_VARIANTS="${ACC_VARIANTS:-fleet single}"
 MONITOR_S="${MONITOR_S:-3}"
 MONITOR_C="${MONITOR_C:-16}"
+FILL_S="${FILL_S:-62}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 NGINX_WORKERS="${NGINX_WORKERS:-2}"
@@ -77,6 +80,7 @@ source "$BENCH/lib.sh"
 for v in $VARIANTS; do case "$v" in single|fleet|nginx1|redis1|trio) ;; *) die "unknown variant '$v' (single fleet nginx1 redis1 trio)";; esac; done
 has_variant() { [[ " $VARIANTS " == *" $1 "* ]]; }
 for v in $ACC_VARIANTS; do case "$v" in single|fleet) ;; *) die "unknown ACC_VARIANTS entry '$v' (fleet single)";; esac; done
+[ "$FILL_S" -ge 0 ] || die "FILL_S must be >= 0"
 [[ " $VARIANTS " == *" single "* ]] && [[ " $VARIANTS " == *" fleet "* ]] || die "VARIANTS needs single and fleet"
 
 # ---------------------------------------------------------------- tools
@@ -302,6 +306,8 @@ done
 log "smoke: 200 with rate-limit headers on every path; the fleet's windows are on Redis"
 
 # ---------------------------------------------------------------- measuring helpers
+# A process waited for is no longer the cleanup's to stop (its PID may be reused).
+forget_pid() { local i; for i in "${!PIDS[@]}"; do [ "${PIDS[$i]}" != "$1" ] || unset 'PIDS[i]'; done; }
 variant_url() {
   case "$1" in
     single) echo "http://127.0.0.1:$SINGLE_PORT/v1/chat/completions";;
@@ -358,10 +364,12 @@ run_oha() {
 
 # measure VARIANT REP: warm-up, then a measured run with CPU ticks and Redis INFO around it -> runs.jsonl
 measure() {
-  local v=$1 rep=$2 tag="$1-r$2" url gw t0 t1 r0 r1 n0 n1 m0 m1 w0 w1 u0 u1 ru0 ru1 th0 th1
+  local v=$1 rep=$2 tag="$1-r$2" url gw t0 t1 r0 r1 n0 n1 m0 m1 w0 w1 u0 u1 ru0 ru1 th0 th1 hl=0
   url="$(variant_url "$v")"; gw="$(variant_gw_pids "$v")"
   if [ "$WARMUP" -gt 0 ]; then run_oha "$url" "$CONC" "$WARMUP" "$BODY" "$BENCH_KEY" "$RAW/$tag.warm.json"; fi
   redis_info "$RAW/$tag.info0"
+  # How many buckets the admission script reads per window.
+  case "$v" in fleet) hl="$(rcli hlen bench:client:bench:tpm)";; redis1) hl="$(rcli hlen bench1:client:bench:tpm)";; esac
   # The gateways' threads: main (the admin runtime, which also carries the fleet's Redis
   # connection and tasks), the per-core workers, the rest.
   # shellcheck disable=SC2086
@@ -381,7 +389,7 @@ measure() {
   th1="$(python3 "$BENCH/fleet_report.py" --threads $gw)"
   redis_info "$RAW/$tag.info1"
   python3 "$BENCH/fleet_report.py" --run "$RAW/$tag.json" "$v" "$rep" "$DURATION" "$HZ" \
-    "$((t1 - t0))" "$((r1 - r0))" "$((n1 - n0))" "$RAW/$tag.info0" "$RAW/$tag.info1" "$w0" "$w1" $m0 $m1 "$((u1 - u0))" "$((ru1 - ru0))" "$th0" "$th1" \
+    "$((t1 - t0))" "$((r1 - r0))" "$((n1 - n0))" "$RAW/$tag.info0" "$RAW/$tag.info1" "$w0" "$w1" $m0 $m1 "$((u1 - u0))" "$((ru1 - ru0))" "$th0" "$th1" "$hl" \
     >>"$RAW/runs.jsonl"
   # Did an instance fall back to its own state during the run (Redis slower than 50 ms)?
   backend_errors "$tag"
@@ -401,13 +409,58 @@ json.dump({
     "nginx_workers": $NGINX_WORKERS, "redis": sh("'$REDIS_BIN' --version"),
     "duration": $DURATION, "warmup": $WARMUP, "repeats": $REPEATS, "conc": $CONC, "variants": "$VARIANTS",
     "acc_s": $ACC_S, "acc_rpm": $ACC_RPM, "acc_c": $ACC_C, "acc_variants": "$ACC_VARIANTS",
-    "monitor_s": $MONITOR_S, "monitor_c": $MONITOR_C, "high_rpm": $HIGH_RPM, "high_tpm": $HIGH_TPM,
+    "monitor_s": $MONITOR_S, "monitor_c": $MONITOR_C, "fill_s": $FILL_S, "high_rpm": $HIGH_RPM, "high_tpm": $HIGH_TPM,
 }, open(sys.argv[1], "w"), indent=1)
 PY
 
-# ---------------------------------------------------------------- throughput runs
-log "$REPEATS repeats x variants ($VARIANTS) x (${WARMUP}+${DURATION}) s, then limit accuracy ($ACC_VARIANTS, ${ACC_S} s each)"
+# ---------------------------------------------------------------- filling the windows
+# A sliding window is a hash of up to 10 live buckets (6 s each), and the admission script reads
+# them all (HGETALL) on every request: from a fresh start the windows hold 1, 2, … buckets and
+# the script costs less than it will once a minute of traffic has filled them. So before the
+# measured runs, FILL_S (62) s of a trickle (2 req/s) through every Redis variant fills each
+# window; the limit-accuracy runs take place meanwhile (another client, its own window).
+FILL_PIDS=()
+for v in fleet redis1; do
+  [ "$FILL_S" -gt 0 ] || break
+  [ "$v" = fleet ] || has_variant "$v" || continue
+  "${PINNER[@]}" "$OHA" --no-tui --output-format json -z "${FILL_S}s" -c 1 -q 2 -m POST \
+    -H 'content-type: application/json' -H "authorization: Bearer $BENCH_KEY" -d "$BODY" \
+    "$(variant_url "$v")" >"$RAW/fill-$v.json" 2>/dev/null &
+  FILL_PIDS+=("$!"); PIDS+=("$!")
+done
+FILL_T0=$SECONDS
+
+# ---------------------------------------------------------------- limit accuracy
+# A client with rpm ACC_RPM on a deployment without limits, loaded far above it from a fresh start
+# for ACC_S s: at most ACC_RPM may be admitted in that time (one sliding window), the rest 429.
+acc_run() { # VARIANT
+  local v=$1 url code w0 w1
+  url="$(variant_url "$v")"
+  if [ "$v" = fleet ]; then
+    rcli del bench:client:limited:rpm bench:client:limited:tpm >/dev/null
+    fleet_joined || log "WARNING: the fleet is not all on Redis before the accuracy run"
+  fi
+  redis_info "$RAW/acc-$v.info0"
+  w0="$(date +%s.%N)"
+  run_oha "$url" "$ACC_C" "$ACC_S" "$BODY_ACC" "$LIMITED_KEY" "$RAW/acc-$v.json"
+  w1="$(date +%s.%N)"
+  redis_info "$RAW/acc-$v.info1"
+  # One more now: refused, with the gateway's own code.
+  code="$(curl -s -o "$RAW/acc-$v.refused" -w '%{http_code}' -H 'content-type: application/json' \
+    -H "authorization: Bearer $LIMITED_KEY" -d "$BODY_ACC" "$url")"
+  python3 "$BENCH/fleet_report.py" --acc "$RAW/acc-$v.json" "$v" "$ACC_S" "$ACC_RPM" "$code" "$RAW/acc-$v.refused" \
+    "$RAW/acc-$v.info0" "$RAW/acc-$v.info1" "$w0" "$w1" >>"$RAW/acc.jsonl"
+  log "accuracy $v: $(tail -n1 "$RAW/acc.jsonl")"
+}
 backend_errors start
+for v in $ACC_VARIANTS; do acc_run "$v"; done
+backend_errors accuracy
+
+for p in "${FILL_PIDS[@]}"; do wait "$p" 2>/dev/null || true; forget_pid "$p"; done
+log "windows filled ($((SECONDS - FILL_T0)) s): $(rcli hlen bench:client:bench:tpm) buckets live in bench:client:bench:tpm"
+
+# ---------------------------------------------------------------- throughput runs
+log "$REPEATS repeats x variants ($VARIANTS) x (${WARMUP}+${DURATION}) s"
 for rep in $(seq "$REPEATS"); do
   for v in $VARIANTS; do measure "$v" "$rep"; done
 done
@@ -432,31 +485,6 @@ if [ "$MONITOR_S" -gt 0 ]; then
   log "monitor sample: $(cat "$RAW/monitor.json")"
   backend_errors monitor
 fi
-
-# ---------------------------------------------------------------- limit accuracy
-# A client with rpm ACC_RPM on a deployment without limits, loaded far above it from a fresh start
-# for ACC_S s: at most ACC_RPM may be admitted in that time (one sliding window), the rest 429.
-acc_run() { # VARIANT
-  local v=$1 url code w0 w1
-  url="$(variant_url "$v")"
-  if [ "$v" = fleet ]; then
-    rcli del bench:client:limited:rpm bench:client:limited:tpm >/dev/null
-    fleet_joined || log "WARNING: the fleet is not all on Redis before the accuracy run"
-  fi
-  redis_info "$RAW/acc-$v.info0"
-  w0="$(date +%s.%N)"
-  run_oha "$url" "$ACC_C" "$ACC_S" "$BODY_ACC" "$LIMITED_KEY" "$RAW/acc-$v.json"
-  w1="$(date +%s.%N)"
-  redis_info "$RAW/acc-$v.info1"
-  # One more now: refused, with the gateway's own code.
-  code="$(curl -s -o "$RAW/acc-$v.refused" -w '%{http_code}' -H 'content-type: application/json' \
-    -H "authorization: Bearer $LIMITED_KEY" -d "$BODY_ACC" "$url")"
-  python3 "$BENCH/fleet_report.py" --acc "$RAW/acc-$v.json" "$v" "$ACC_S" "$ACC_RPM" "$code" "$RAW/acc-$v.refused" \
-    "$RAW/acc-$v.info0" "$RAW/acc-$v.info1" "$w0" "$w1" >>"$RAW/acc.jsonl"
-  log "accuracy $v: $(tail -n1 "$RAW/acc.jsonl")"
-}
-for v in $ACC_VARIANTS; do acc_run "$v"; done
-backend_errors accuracy
 
 # ---------------------------------------------------------------- report
 python3 "$BENCH/fleet_report.py" --report "$RAW" "$RES/fleet.md"

@@ -2,7 +2,7 @@
 """bench/fleet.sh's helper and report (Python 3 stdlib only). Modes:
 
   fleet_report.py --run OHA.json VARIANT REP DURATION HZ TICKS_GW TICKS_REDIS TICKS_NGINX \
-      INFO0 INFO1 T0 T1 BUSY0 TOTAL0 BUSY1 TOTAL1 UTICKS_GW UTICKS_REDIS THREADS0 THREADS1
+      INFO0 INFO1 T0 T1 BUSY0 TOTAL0 BUSY1 TOTAL1 UTICKS_GW UTICKS_REDIS THREADS0 THREADS1 BUCKETS
                                                          -> one JSON line (a measured run)
   fleet_report.py --threads PID...                       -> JSON: the processes' CPU ticks and
                                                             context switches by thread class
@@ -110,7 +110,7 @@ def gw_calls(cmd):
 
 def mode_run(a):
     (path, variant, rep, secs, hz, t_gw, t_redis, t_ngx, i0, i1, w0, w1, b0, m0, b1, m1, u_gw, u_redis,
-     th0, th1) = a
+     th0, th1, buckets) = a
     r = oha(path, secs)
     hz = int(hz)
     n = r["ok"]
@@ -124,7 +124,7 @@ def mode_run(a):
              ticks_gw=int(t_gw), ticks_redis=int(t_redis), ticks_nginx=int(t_ngx), hz=hz,
              cpu_gw_us=per(t_gw), cpu_redis_us=per(t_redis), cpu_nginx_us=per(t_ngx),
              cpu_gw_user_us=per(u_gw), cpu_redis_user_us=per(u_redis),
-             threads=thread_delta(json.loads(th0), json.loads(th1), hz, n),
+             threads=thread_delta(json.loads(th0), json.loads(th1), hz, n), buckets=int(buckets or 0),
              wall_s=float(w1) - float(w0),
              machine_busy_pct=100.0 * (int(b1) - int(b0)) / max(1, int(m1) - int(m0)),
              redis=d, evalsha_per_req=admit / answered,
@@ -245,6 +245,11 @@ def verdict(ok):
     return "**PASS**" if ok else "**FAIL**"
 
 
+def evalsha_us(r):
+    e = r["redis"]["cmd"].get("evalsha")
+    return f"{e['usec'] / e['calls']:.1f}" if e and e["calls"] > 100 else "–"
+
+
 def pooled_cmds(runs):
     """Sum of the runs' command deltas (the gateways'), and of their answered requests."""
     tot, req, secs = {}, 0, 0.0
@@ -329,8 +334,8 @@ def report(raw, out):
              "work on this shared box included).\n")
     L.append("Per run (paired ratio = the fleet's own CPU/req ÷ the single gateway's in the same repeat):\n")
     L.append("| repeat | variant | req/s | p99 ms | gw µs/req | redis µs/req | nginx µs/req | own × single | "
-             "EVALSHA/req | Redis cmds/req | fleet backend errors |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+             "EVALSHA/req | Redis cmds/req | µs per EVALSHA (Redis) | window buckets | fleet backend errors |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     paired = []
     for rep in sorted({r["rep"] for r in runs}):
         s = next((r for r in by["single"] if r["rep"] == rep), None)
@@ -345,11 +350,16 @@ def report(raw, out):
                      f"{f1(r['cpu_redis_us']) if v in ON_REDIS else '–'} | "
                      f"{f1(r['cpu_nginx_us']) if v in BEHIND_NGINX else '–'} | "
                      f"{f1(ratio, 2) + '×' if v != 'single' else '–'} | {r['evalsha_per_req']:.3f} | "
-                     f"{r['redis_cmds_per_req']:.2f} | {bdelta.get(f'{v}-r{rep}') or '–'} |")
+                     f"{r['redis_cmds_per_req']:.2f} | {evalsha_us(r)} | {r.get('buckets') or '–'} | "
+                     f"{bdelta.get(f'{v}-r{rep}') or '–'} |")
     L.append("\nEVALSHA and Redis commands per request: `INFO commandstats` around the run, over the requests "
              "the gateways got (answered + the ones oha's deadline cut, which were admitted too). For "
              "variants not on Redis they are the idle fleet's background (heartbeats, the events reader) "
-             "during that run, per its request. *fleet backend errors*: the increase of "
+             "during that run, per its request. *µs per EVALSHA*: Redis's own time per admission script "
+             "(commandstats `usec`, the script's commands included). *window buckets*: `HLEN` of the "
+             "client's tpm window before the run — the buckets the script reads per window (10 when "
+             f"full; the windows were filled by {meta.get('fill_s', 0)} s of a trickle first). "
+             "*fleet backend errors*: the increase of "
              "`switchyard_state_backend_errors_total{op}` over the three instances during the run (and its "
              "warm-up): `admit` = an admission that got no answer within 50 ms, so that instance decided "
              "on its own counters until its next heartbeat (≤ 1 s) brought it back; `adjust` = corrections "
