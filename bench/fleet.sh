@@ -366,6 +366,7 @@ run_oha() {
 measure() {
   local v=$1 rep=$2 tag="$1-r$2" url gw t0 t1 r0 r1 n0 n1 m0 m1 w0 w1 u0 u1 ru0 ru1 th0 th1 hl=0
   url="$(variant_url "$v")"; gw="$(variant_gw_pids "$v")"
+  case "$v" in fleet|redis1) fill_signal STOP;; esac
   if [ "$WARMUP" -gt 0 ]; then run_oha "$url" "$CONC" "$WARMUP" "$BODY" "$BENCH_KEY" "$RAW/$tag.warm.json"; fi
   redis_info "$RAW/$tag.info0"
   # How many buckets the admission script reads per window.
@@ -388,6 +389,7 @@ measure() {
   # shellcheck disable=SC2086
   th1="$(python3 "$BENCH/fleet_report.py" --threads $gw)"
   redis_info "$RAW/$tag.info1"
+  fill_signal CONT
   python3 "$BENCH/fleet_report.py" --run "$RAW/$tag.json" "$v" "$rep" "$DURATION" "$HZ" \
     "$((t1 - t0))" "$((r1 - r0))" "$((n1 - n0))" "$RAW/$tag.info0" "$RAW/$tag.info1" "$w0" "$w1" $m0 $m1 "$((u1 - u0))" "$((ru1 - ru0))" "$th0" "$th1" "$hl" \
     >>"$RAW/runs.jsonl"
@@ -419,8 +421,9 @@ PY
 # the script costs less than it will once a minute of traffic has filled them. So a trickle
 # (2 req/s) through every Redis variant fills each window for FILL_S (62) s before the measured
 # runs, the limit-accuracy runs taking place meanwhile (another client, its own window), and
-# keeps them full while the other variants are measured (it stops before the MONITOR sample; in
-# a measured fleet run it is under 0.1 % of the requests).
+# keeps them full while the other variants are measured: it is paused (SIGSTOP) while a Redis
+# variant is measured, whose own traffic then fills them, so no request of it is counted there.
+# It stops before the MONITOR sample.
 FILL_PIDS=()
 for v in fleet redis1; do
   [ "$FILL_S" -gt 0 ] || break
@@ -431,6 +434,7 @@ for v in fleet redis1; do
   FILL_PIDS+=("$!"); PIDS+=("$!")
 done
 FILL_T0=$SECONDS
+fill_signal() { local p; for p in "${FILL_PIDS[@]}"; do kill "-$1" "$p" 2>/dev/null || true; done; }
 
 # ---------------------------------------------------------------- limit accuracy
 # A client with rpm ACC_RPM on a deployment without limits, loaded far above it from a fresh start
@@ -467,6 +471,7 @@ for rep in $(seq "$REPEATS"); do
   for v in $VARIANTS; do measure "$v" "$rep"; done
 done
 backend_errors throughput
+fill_signal CONT
 for p in "${FILL_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; forget_pid "$p"; done
 
 # ---------------------------------------------------------------- MONITOR sample
