@@ -1,5 +1,5 @@
-# Shared by bench/run.sh, bench/chaos.sh and bench/streams.sh (sourced). The caller sets
-# LOG_TAG (the log prefix) and RAW (where each process writes <name>.log).
+# Shared by bench/run.sh, bench/chaos.sh, bench/streams.sh and bench/fleet.sh (sourced). The
+# caller sets LOG_TAG (the log prefix) and RAW (where each process writes <name>.log).
 
 log() { printf '[%s %(%H:%M:%S)T] %s\n' "$LOG_TAG" -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -33,7 +33,7 @@ wait_port() { # port pid name
   die "$3 did not listen on $1 within 10 s"
 }
 
-# /proc readings of processes by PID (bench/run.sh, bench/streams.sh).
+# /proc readings of processes by PID (bench/run.sh, bench/streams.sh, bench/fleet.sh).
 cpu_ticks() { # sum utime+stime (clock ticks) over pids
   local t=0 pid s
   for pid in "$@"; do
