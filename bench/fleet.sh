@@ -9,8 +9,9 @@
 #   medians reported), CONC (64), VARIANTS ("single fleet"; diagnostic ones to add: "nginx1" =
 #   nginx → the single gateway, "redis1" = one gateway on Redis (its own key prefix, a fleet of
 #   one), direct, "trio" = nginx → three gateways on the memory store), ACC_S (20 s: the
-#   limit-accuracy burst, at most 50), ACC_RPM (600), ACC_C (64), ACC_VARIANTS ("fleet single": single is the reference), MONITOR_S (3: a MONITOR sample through
-#   the fleet telling script-internal commands from sent ones; 0 = skip), MONITOR_C (16: its
+#   limit-accuracy burst, at most 50), ACC_RPM (600), ACC_C (64), ACC_VARIANTS ("fleet single":
+#   single is the reference), MONITOR_S (3: a MONITOR sample through the fleet telling
+#   script-internal commands from sent ones; 0 = skip), MONITOR_C (16: its
 #   concurrency, low because MONITOR slows Redis down), FILL_S (62: seconds of a 2 req/s trickle
 #   through the fleet before the measured runs, and on while they run, so every sliding window
 #   holds its 10 buckets; the accuracy runs take place meanwhile), PIN (1: load generator on
