@@ -1,5 +1,5 @@
-# Shared by bench/run.sh, bench/chaos.sh and bench/streams.sh (sourced). The caller sets
-# LOG_TAG (the log prefix) and RAW (where each process writes <name>.log).
+# Shared by bench/run.sh, bench/chaos.sh, bench/streams.sh and bench/fleet.sh (sourced). The
+# caller sets LOG_TAG (the log prefix) and RAW (where each process writes <name>.log).
 
 log() { printf '[%s %(%H:%M:%S)T] %s\n' "$LOG_TAG" -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -33,7 +33,7 @@ wait_port() { # port pid name
   die "$3 did not listen on $1 within 10 s"
 }
 
-# /proc readings of processes by PID (bench/run.sh, bench/streams.sh).
+# /proc readings of processes by PID (bench/run.sh, bench/streams.sh, bench/fleet.sh).
 cpu_ticks() { # sum utime+stime (clock ticks) over pids
   local t=0 pid s
   for pid in "$@"; do
@@ -46,3 +46,20 @@ cpu_ticks() { # sum utime+stime (clock ticks) over pids
 }
 hwm_reset() { local pid; for pid in "$@"; do echo 5 >"/proc/$pid/clear_refs" 2>/dev/null || true; done; }
 hwm_kib() { local pid; for pid in "$@"; do awk '/^VmHWM:/ {print $2}' "/proc/$pid/status"; done | awk '{s+=$1} END {print s+0}'; }
+
+# Tools (bench/fleet.sh; bench/run.sh has its own copy inline). The caller sets RES and TOOLS.
+APT_UPDATED=0
+apt_install() { # PACKAGE...
+  command -v apt-get >/dev/null || die "apt-get not available; install $* by hand"
+  if [ "$APT_UPDATED" = 0 ]; then
+    log "apt-get update"; apt-get update -qq >/dev/null; APT_UPDATED=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+# oha into $TOOLS/bin (cargo install --locked; a few minutes the first time).
+install_oha() {
+  [ -x "$TOOLS/bin/oha" ] && return 0
+  log "installing oha into bench/.tools (cargo install --locked; a few minutes)"
+  cargo install --locked --root "$TOOLS" oha >"$RES/oha-install.log" 2>&1
+}
