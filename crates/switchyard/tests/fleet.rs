@@ -937,7 +937,12 @@ async fn a_fleet_on_a_redis_cluster_shares_limits_and_circuits() {
     let gws = fleet(&y, 3, ENVS).await;
     for g in &gws {
         wait_for(
-            || async { g.admin_json("/admin/state").await["instances"].as_array().map(Vec::len) == Some(3) },
+            || async {
+                g.admin_json("/admin/state").await["instances"]
+                    .as_array()
+                    .map(Vec::len)
+                    == Some(3)
+            },
             "three instances seen on the Cluster",
         )
         .await;

@@ -367,8 +367,7 @@ fn client_limits(
     };
     // In a fleet the first attempt's admission charges the client's
     // windows along with the deployment's (one round trip).
-    if let Some(f) = &live.registry.fleet {
-        let ask = crate::reliability::shared::ClientAsk::new(f, &c.id, limits.rpm, limits.tpm);
+    if let Some(ask) = crate::reliability::shared::ClientAsk::of(&limits) {
         ctx.shared.client = Some(ask);
         ctx.shared.local = Some(limits);
         return Ok(None);

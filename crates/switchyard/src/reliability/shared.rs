@@ -54,13 +54,15 @@ pub struct ClientAsk {
 }
 
 impl ClientAsk {
-    pub fn new(fleet: &Fleet, id: &str, rpm: Option<u32>, tpm: Option<u64>) -> ClientAsk {
-        ClientAsk {
-            rpm,
-            tpm,
-            rpm_key: fleet.key(&format!("client:{id}:rpm")).into(),
-            tpm_key: fleet.key(&format!("client:{id}:tpm")).into(),
-        }
+    /// The client's limits and window names (`None` outside a fleet).
+    pub fn of(c: &crate::state::store::ClientLimits) -> Option<ClientAsk> {
+        let (rpm_key, tpm_key) = c.shared_windows.clone()?;
+        Some(ClientAsk {
+            rpm: c.rpm,
+            tpm: c.tpm,
+            rpm_key,
+            tpm_key,
+        })
     }
 }
 
@@ -101,8 +103,9 @@ pub async fn admit(
     ctx: &mut RequestCtx,
 ) -> Verdict {
     let lim = dep.state.limits.config();
-    let dep_rpm: Arc<str> = fleet.key(&format!("dep:{}:rpm", dep.name)).into();
-    let dep_tpm: Arc<str> = fleet.key(&format!("dep:{}:tpm", dep.name)).into();
+    let Some((dep_rpm, dep_tpm)) = dep.state.shared_windows.clone() else {
+        return Verdict::Local;
+    };
     let budget = match (ctx.shared.budget, ctx.budget.as_ref()) {
         (Some(usd), Some(h)) if h.shared_more(usd) > 0 => {
             Some((usd, h.shared_more(usd), h.shared_window(fleet)))

@@ -72,8 +72,11 @@ for i = 1, windows do
     if cost ~= 0 then redis.call('INCRBY', key, cost) end
   else
     local width = math.max(1, math.floor(span / n))
-    if cost ~= 0 then redis.call('HINCRBY', key, math.floor(now / width), cost) end
-    redis.call('PEXPIRE', key, span * 2)
+    -- The expiry moves when a bucket starts (a tenth of the span), not on
+    -- every request: two spans after the newest bucket.
+    if cost ~= 0 and redis.call('HINCRBY', key, math.floor(now / width), cost) == cost then
+      redis.call('PEXPIRE', key, span * 2)
+    end
   end
   used[i] = used[i] + cost
 end
@@ -317,13 +320,23 @@ impl RedisState {
         })
     }
 
-    /// Many requests' corrections in one pipelined round trip.
+    /// Many requests' corrections in one pipelined round trip, those to
+    /// the same counter summed first (most of a batch hits a few buckets).
     pub async fn adjust(&self, batch: &[Adjust]) -> Result<(), ::redis::RedisError> {
-        let mut pipe = ::redis::pipe();
+        let mut sums: std::collections::HashMap<(&str, Option<u64>), i64> =
+            std::collections::HashMap::with_capacity(8);
         for a in batch {
-            match a.field {
-                Some(f) => pipe.hincr(&*a.key, f, a.delta).ignore(),
-                None => pipe.incr(&*a.key, a.delta).ignore(),
+            *sums.entry((&a.key, a.field)).or_default() += a.delta;
+        }
+        sums.retain(|_, d| *d != 0);
+        if sums.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = ::redis::pipe();
+        for ((key, field), delta) in sums {
+            match field {
+                Some(f) => pipe.hincr(key, f, delta).ignore(),
+                None => pipe.incr(key, delta).ignore(),
             };
         }
         let mut conn = self.conn.clone();

@@ -96,6 +96,8 @@ pub struct DeploymentState {
     pub keys: KeyTracker,
     /// The fleet this deployment's circuit is shared with.
     fleet: Option<Arc<Fleet>>,
+    /// Its rpm and tpm windows' names on the fleet's Redis (made once).
+    pub shared_windows: Option<(Arc<str>, Arc<str>)>,
 }
 
 /// `/admin/state` `deployments[]` entry (contract §5).
@@ -135,6 +137,12 @@ impl DeploymentState {
             ),
             retry_budget: RetryBudget::new(store.clone(), &scope),
             keys: KeyTracker::new(store.clone(), provider, labels),
+            shared_windows: fleet.as_ref().map(|f| {
+                (
+                    f.key(&format!("dep:{id}:rpm")).into(),
+                    f.key(&format!("dep:{id}:tpm")).into(),
+                )
+            }),
             fleet,
         }
     }
@@ -233,6 +241,8 @@ pub struct ClientLimits {
     pub rpm: Option<u32>,
     pub tpm: Option<u64>,
     pub counter: RateCounter,
+    /// Its rpm and tpm windows' names on the fleet's Redis (made once).
+    pub shared_windows: Option<(Arc<str>, Arc<str>)>,
 }
 
 /// Per-deployment and per-client state, published as `ArcSwap` maps: a
@@ -334,6 +344,12 @@ impl Registry {
                 rpm: c.rpm,
                 tpm: c.tpm,
                 counter: RateCounter::new(self.store.clone(), Scope::Client, &name),
+                shared_windows: self.fleet.as_ref().map(|f| {
+                    (
+                        f.key(&format!("{name}:rpm")).into(),
+                        f.key(&format!("{name}:tpm")).into(),
+                    )
+                }),
             };
             (c.id.clone(), Arc::new(limits))
         });

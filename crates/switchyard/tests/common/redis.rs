@@ -289,7 +289,10 @@ impl Cluster {
                 Redis::wait(child, port, dir)
             })
             .collect();
-        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
         let out = Command::new(&cli)
             .arg("--cluster")
             .arg("create")
@@ -297,7 +300,11 @@ impl Cluster {
             .args(["--cluster-replicas", "0", "--cluster-yes"])
             .output()
             .expect("redis-cli runs");
-        assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         for n in &nodes {
             let mut ok = false;
             for _ in 0..200 {
@@ -318,7 +325,11 @@ impl Cluster {
 
     /// `cluster_urls` for the config.
     pub fn urls_yaml(&self) -> String {
-        let urls: Vec<String> = self.nodes.iter().map(|n| format!("\"{}\"", n.url())).collect();
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("\"{}\"", n.url()))
+            .collect();
         format!("[{}]", urls.join(", "))
     }
 }

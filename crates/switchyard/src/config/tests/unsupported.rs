@@ -144,11 +144,16 @@ fn the_fleet_says_what_it_needs() {
         ),
         ("gw:", OnUnavailable::Reject, CacheBackend::Redis)
     );
-    let c = load("state: { backend: redis, cluster_urls: [\"redis://a:7000\", \"redis://b:7000/\"] }\n")
-        .unwrap_or_else(|e| panic!("{e:#?}"));
+    let c = load(
+        "state: { backend: redis, cluster_urls: [\"redis://a:7000\", \"redis://b:7000/\"] }\n",
+    )
+    .unwrap_or_else(|e| panic!("{e:#?}"));
     assert_eq!(
         c.state.cluster_urls,
-        Some(vec!["redis://a:7000".to_string(), "redis://b:7000".to_string()])
+        Some(vec![
+            "redis://a:7000".to_string(),
+            "redis://b:7000".to_string()
+        ])
     );
     one(
         "state: { backend: redis, redis_url: \"redis://r\", cluster_urls: [\"redis://a:7000\"] }\n",

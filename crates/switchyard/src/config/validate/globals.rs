@@ -200,7 +200,10 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
     });
     let cluster_urls = s.cluster_urls.as_ref().and_then(|l| {
         if l.value.is_empty() {
-            d.err(&l.at, "lists no node: give the Cluster's nodes (any few will do)");
+            d.err(
+                &l.at,
+                "lists no node: give the Cluster's nodes (any few will do)",
+            );
             return None;
         }
         let urls: Vec<String> = l
@@ -211,7 +214,10 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
         (urls.len() == l.value.len()).then_some(urls)
     });
     if let (Some(u), Some(_)) = (&s.redis_url, &s.cluster_urls) {
-        d.err(&u.at, "give `redis_url` (one server) or `cluster_urls` (a Cluster), not both");
+        d.err(
+            &u.at,
+            "give `redis_url` (one server) or `cluster_urls` (a Cluster), not both",
+        );
     }
     let state = State {
         backend: s.backend.as_ref().map_or(StateBackend::Memory, |b| b.value),
@@ -298,7 +304,10 @@ pub fn requirements(d: &mut Diags, raw: &RawConfig) {
         .filter(|b| b.value == StateBackend::Redis)
     {
         if s.redis_url.is_none() && s.cluster_urls.is_none() {
-            d.missing(&b.at, "`backend: redis` needs `state.redis_url` (or `state.cluster_urls`)");
+            d.missing(
+                &b.at,
+                "`backend: redis` needs `state.redis_url` (or `state.cluster_urls`)",
+            );
         }
     }
     if let Some(b) = c

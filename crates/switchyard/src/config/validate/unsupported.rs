@@ -78,8 +78,8 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
             at(&s.key_prefix),
             at(&s.on_unavailable),
         ]
-            .into_iter()
-            .flatten()
+        .into_iter()
+        .flatten()
         {
             say(
                 a,
