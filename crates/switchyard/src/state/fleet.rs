@@ -27,7 +27,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::redis::{
-    Adjust, Admission, CircuitEvent, Endpoint, Event, RedisState, Window, KEY_ISSUED, KEY_REVOKED,
+    Adjust, Admission, CircuitEvent, Endpoint, Event, RedisState, Window, KEY_ISSUED,
+    KEY_REVOKED,
 };
 
 /// Slower than this is unavailable (contract §7).
@@ -156,10 +157,6 @@ pub struct Fleet {
     up: AtomicBool,
     /// Calls over [`SLOW`] in a row.
     slow_run: AtomicU32,
-    /// Bumped when the connection is given up: threads reconnect.
-    epoch: AtomicU64,
-    /// This fleet member among others in the process (tests run several).
-    id: usize,
     peers: AtomicU32,
     errors: [AtomicU64; Op::ALL.len()],
     adjust_tx: mpsc::Sender<Adjust>,
@@ -208,8 +205,6 @@ impl Fleet {
             reject,
             up: AtomicBool::new(false),
             slow_run: AtomicU32::new(0),
-            epoch: AtomicU64::new(0),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             peers: AtomicU32::new(1),
             errors: Default::default(),
             adjust_tx,
@@ -225,61 +220,6 @@ impl Fleet {
     /// `prefix` + `key`.
     pub fn key(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
-    }
-
-    /// This thread's own connection, when Redis is answering: a worker
-    /// runtime then reads its replies itself, instead of a driver task on
-    /// the main runtime waking it across threads on every admission (that
-    /// hand-off was about a third of the fleet's Redis cost per request in
-    /// `bench/fleet.sh`). Made in the background on first use; meanwhile
-    /// the shared connection serves.
-    fn near(&self) -> Option<RedisState> {
-        if !self.up.load(Ordering::Acquire) {
-            return None;
-        }
-        let me = self.id;
-        let epoch = self.epoch.load(Ordering::Acquire);
-        let found = NEAR.with(|n| {
-            let n = n.borrow();
-            n.iter()
-                .find(|(f, e, _)| *f == me && *e == epoch)
-                .map(|(_, _, r)| r.clone())
-        });
-        if found.is_some() {
-            return found;
-        }
-        self.connect_near(me, epoch);
-        None
-    }
-
-    fn connect_near(&self, me: usize, epoch: u64) {
-        let pending = NEAR_PENDING.with(|p| {
-            let mut p = p.borrow_mut();
-            if p.contains(&(me, epoch)) {
-                return true;
-            }
-            p.push((me, epoch));
-            false
-        });
-        // Only on a runtime of this thread's own (a worker): its task and
-        // its connection stay here.
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if pending || rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread {
-            return;
-        }
-        let (at, prefix) = (self.at.clone(), self.prefix.clone());
-        rt.spawn(async move {
-            if let Ok(r) = RedisState::connect_to(&at, &prefix).await {
-                NEAR.with(|n| {
-                    let mut n = n.borrow_mut();
-                    n.retain(|(f, _, _)| *f != me);
-                    n.push((me, epoch, r));
-                });
-            }
-            NEAR_PENDING.with(|p| p.borrow_mut().retain(|x| *x != (me, epoch)));
-        });
     }
 
     /// Redis, when it is answering.
@@ -361,12 +301,10 @@ impl Fleet {
         }
     }
 
-    /// A heartbeat failed: count it, and connect afresh next time (the
-    /// threads' own connections too).
+    /// A heartbeat failed: count it, and connect afresh next time.
     fn lost(&self, op: Op, e: &dyn std::fmt::Display) {
         self.failed(op, e);
         self.redis.store(None);
-        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Charge `windows` (keys from [`Fleet::key`]) on the shared counts, in
@@ -378,10 +316,8 @@ impl Fleet {
         key_id: Option<&str>,
         now_ms: u64,
     ) -> Result<Admission, Unavailable> {
-        let r = match (self.near(), self.redis()) {
-            (Some(near), _) => near,
-            (None, Some(shared)) => (*shared).clone(),
-            (None, None) => return Err(self.unavailable()),
+        let Some(r) = self.redis() else {
+            return Err(self.unavailable());
         };
         let set = self.key("revoked");
         let revoked = key_id.map(|id| (set.as_str(), id));
@@ -836,14 +772,6 @@ impl Fleet {
         let age = now_ms().saturating_sub(ev.at_ms);
         circuits.circuit(&ev.deployment, c, age);
     }
-}
-
-static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-thread_local! {
-    /// Per thread: (fleet, epoch, connection) — see [`Fleet::near`].
-    static NEAR: std::cell::RefCell<Vec<(usize, u64, RedisState)>> = const { std::cell::RefCell::new(Vec::new()) };
-    static NEAR_PENDING: std::cell::RefCell<Vec<(usize, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
