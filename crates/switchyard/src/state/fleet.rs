@@ -27,8 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::redis::{
-    Adjust, Admission, CircuitEvent, Endpoint, Event, RedisState, Window, KEY_ISSUED,
-    KEY_REVOKED,
+    Adjust, Admission, CircuitEvent, Endpoint, Event, RedisState, Window, KEY_ISSUED, KEY_REVOKED,
 };
 
 /// Slower than this is unavailable (contract §7).
