@@ -256,3 +256,42 @@ async fn one_request_larger_than_a_tpm_limit_runs_only_alone() {
         Admission::Refused { index: 0, .. }
     ));
 }
+
+#[tokio::test]
+async fn a_window_keeps_its_sum_as_buckets_slide_out_and_corrections_land() {
+    let r = common::redis::Redis::start();
+    let s = &instances(&r, 1).await[0];
+    let w = |cost| Window {
+        key: "dep:s:tpm",
+        limit: 1_000,
+        cost,
+        span: Span::Sliding(MINUTE),
+        alone_ok: false,
+    };
+    let used = |a: Admission| match a {
+        Admission::Admitted(u) => u[0],
+        other => panic!("{other:?}"),
+    };
+    let t0 = 500 * MINUTE;
+    assert_eq!(used(s.admit(&[w(300)], t0).await.unwrap()), 300);
+    assert_eq!(used(s.admit(&[w(400)], t0 + 30_000).await.unwrap()), 700);
+    // The first request used 100 tokens, not 300: its bucket and the sum move.
+    let fix = |field, delta| switchyard::state::redis::Adjust {
+        key: "dep:s:tpm".into(),
+        field: Some(field),
+        delta,
+    };
+    s.adjust(&[fix(w(0).field(t0).unwrap(), -200)])
+        .await
+        .unwrap();
+    assert_eq!(used(s.admit(&[w(0)], t0 + 31_000).await.unwrap()), 500);
+    // A minute on, the first bucket slid out: only the second counts.
+    assert_eq!(used(s.admit(&[w(0)], t0 + MINUTE + 1).await.unwrap()), 400);
+    // A late correction to the bucket that slid out changes nothing.
+    s.adjust(&[fix(w(0).field(t0).unwrap(), 900)])
+        .await
+        .unwrap();
+    assert_eq!(used(s.admit(&[w(0)], t0 + MINUTE + 2).await.unwrap()), 400);
+    // Long silence: everything slid out.
+    assert_eq!(used(s.admit(&[w(1)], t0 + 10 * MINUTE).await.unwrap()), 1);
+}

@@ -38,6 +38,34 @@ if deny ~= '' then
 end
 local used = {}
 local function arg(i, k) return tonumber(ARGV[3 + 5 * (i - 1) + k]) end
+-- A sliding window is a hash: a field per bucket, `t` their sum and `o`
+-- the oldest bucket it may hold. Reading it costs the same however full
+-- it is; the buckets that slid out are dropped as they go.
+local function live_total(key, cur)
+  local v = redis.call('HMGET', key, 't', 'o')
+  local total, oldest = tonumber(v[1]) or 0, tonumber(v[2])
+  local floor = cur - n + 1
+  if oldest == nil or oldest >= floor then
+    return total
+  end
+  if floor - oldest >= n then
+    redis.call('DEL', key)
+    return 0
+  end
+  local dead = {}
+  for b = oldest, floor - 1 do
+    dead[#dead + 1] = b
+  end
+  for _, x in ipairs(redis.call('HMGET', key, unpack(dead))) do
+    total = total - (tonumber(x) or 0)
+  end
+  redis.call('HDEL', key, unpack(dead))
+  if total < 0 then
+    total = 0
+  end
+  redis.call('HSET', key, 't', total, 'o', floor)
+  return total
+end
 for i = 1, windows do
   local key = KEYS[i]
   local limit, cost, span, flags = arg(i, 1), arg(i, 2), arg(i, 3), arg(i, 4)
@@ -46,15 +74,7 @@ for i = 1, windows do
     total = tonumber(redis.call('GET', key) or arg(i, 5))
   else
     local width = math.max(1, math.floor(span / n))
-    local cur = math.floor(now / width)
-    local fields = redis.call('HGETALL', key)
-    for j = 1, #fields, 2 do
-      if tonumber(fields[j]) > cur - n then
-        total = total + tonumber(fields[j + 1])
-      else
-        redis.call('HDEL', key, fields[j])
-      end
-    end
+    total = live_total(key, math.floor(now / width))
   end
   local alone = math.floor(flags / 2) % 2 == 1 and total == 0
   if cost > 0 and total + cost > limit and not alone then
@@ -72,15 +92,33 @@ for i = 1, windows do
     if cost ~= 0 then redis.call('INCRBY', key, cost) end
   else
     local width = math.max(1, math.floor(span / n))
-    -- The expiry moves when a bucket starts (a tenth of the span), not on
-    -- every request: two spans after the newest bucket.
-    if cost ~= 0 and redis.call('HINCRBY', key, math.floor(now / width), cost) == cost then
-      redis.call('PEXPIRE', key, span * 2)
+    local cur = math.floor(now / width)
+    if cost ~= 0 then
+      redis.call('HINCRBY', key, 't', cost)
+      -- A bucket starts (a tenth of the span): the oldest is known, and
+      -- the expiry moves to two spans after the newest.
+      if redis.call('HINCRBY', key, cur, cost) == cost then
+        redis.call('HSETNX', key, 'o', cur)
+        redis.call('PEXPIRE', key, span * 2)
+      end
     end
   end
   used[i] = used[i] + cost
 end
 return {1, 0, unpack(used)}
+";
+
+/// A correction to a sliding window's bucket (KEYS[1]; ARGV: bucket,
+/// delta): the bucket and the sum move together, and a bucket that already
+/// slid out is left alone (a long stream settles after its minute).
+const ADJUST: &str = r"
+local o = tonumber(redis.call('HGET', KEYS[1], 'o'))
+if o == nil or tonumber(ARGV[1]) < o then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[1], 't', ARGV[2])
+return 1
 ";
 
 /// What a window counts over.
@@ -335,7 +373,14 @@ impl RedisState {
         let mut pipe = ::redis::pipe();
         for ((key, field), delta) in sums {
             match field {
-                Some(f) => pipe.hincr(key, f, delta).ignore(),
+                Some(f) => pipe
+                    .cmd("EVAL")
+                    .arg(ADJUST)
+                    .arg(1)
+                    .arg(key)
+                    .arg(f)
+                    .arg(delta)
+                    .ignore(),
                 None => pipe.incr(key, delta).ignore(),
             };
         }
