@@ -957,3 +957,32 @@ async fn a_fleet_on_a_redis_cluster_shares_limits_and_circuits() {
         .unwrap();
     within_a_second(&[&gws[1], &gws[2]], "oa/m", "open").await;
 }
+
+#[tokio::test]
+async fn token_counts_answered_locally_still_count_against_a_fleet_client_rpm() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    use futures_util::StreamExt;
+    let http = reqwest::Client::new();
+    let before = gws[0].mock.request_count();
+    let calls = (0..180).map(|i| {
+        http.post(gws[i % 3].url("/v1/messages/count_tokens"))
+            .bearer_auth("client-secret")
+            .header("anthropic-version", "2023-06-01")
+            .json(&json!({"model": "open", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+    });
+    let rs: Vec<reqwest::Response> = futures_util::stream::iter(calls)
+        .buffer_unordered(30)
+        .map(|r| r.expect("an answer"))
+        .collect()
+        .await;
+    let ok = count(&rs, 200);
+    assert!((57..=63).contains(&ok), "counted {ok} of 180 at rpm 60");
+    assert_eq!(
+        gws[0].mock.request_count(),
+        before,
+        "counted here, not upstream"
+    );
+}

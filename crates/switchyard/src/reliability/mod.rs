@@ -151,6 +151,9 @@ pub async fn execute_op(
         }
         if op.is_local(&cand.dep) {
             let dep = &cand.dep;
+            if let Some(f) = dep.state.fleet() {
+                shared::admit_client(f, ctx).await?;
+            }
             let started = Instant::now();
             let answer = match op.local(dep).await {
                 Ok(a) => a,

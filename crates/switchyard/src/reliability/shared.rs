@@ -280,6 +280,94 @@ fn refused(part: Part, dep: &DeploymentRt, ctx: &mut RequestCtx) -> Verdict {
     })
 }
 
+/// An op this gateway answers itself (a local token count): nothing goes
+/// upstream, so only the client's windows (and a revoked key) are the
+/// fleet's to decide — as one gateway counts the request against the
+/// client's rpm.
+pub async fn admit_client(fleet: &Arc<Fleet>, ctx: &mut RequestCtx) -> Result<(), GatewayError> {
+    let Some(c) = ctx.shared.client.take() else {
+        return Ok(());
+    };
+    let span = Span::Sliding(RATE_WINDOW.as_millis() as u64);
+    let mut windows = Vec::with_capacity(2);
+    if let Some(rpm) = c.rpm {
+        windows.push(Window {
+            key: &c.rpm_key,
+            limit: u64::from(rpm),
+            cost: 1,
+            span,
+            alone_ok: false,
+        });
+    }
+    let issued = ctx.key_id.clone().filter(|k| k.starts_with("key-"));
+    if windows.is_empty() && issued.is_none() {
+        return Ok(());
+    }
+    let now = now_ms();
+    let field = windows.first().and_then(|w| w.field(now));
+    match fleet.admit(&windows, issued.as_deref(), now).await {
+        Ok(Admission::Admitted(used)) => {
+            let reservation = Reservation::shared(
+                fleet.clone(),
+                (c.rpm_key.clone(), field),
+                (c.tpm_key.clone(), None),
+                0,
+                (used.first().copied().unwrap_or(0), 0),
+            );
+            ctx.shared.granted = Some(ClientGranted {
+                reservation,
+                rpm: c.rpm,
+                tpm: c.tpm,
+            });
+            Ok(())
+        }
+        Ok(Admission::Refused { .. }) => {
+            ctx.client_rejected = true;
+            Err(LimitRejection {
+                scope: Scope::Client,
+                reason: "rpm",
+                retry_after: window_retry(),
+            }
+            .to_error())
+        }
+        Ok(Admission::Revoked) => {
+            ctx.client_rejected = true;
+            Err(GatewayError::client(
+                ErrorCode::AuthFailed,
+                "invalid API key",
+            ))
+        }
+        // Redis away: this instance's share, on its own counter.
+        Err(u) if u.reject => {
+            ctx.client_rejected = true;
+            Err(unavailable())
+        }
+        Err(_) => {
+            let Some(limits) = ctx.shared.local.clone() else {
+                return Ok(());
+            };
+            let rpm = c.rpm.map(|r| fleet.local_share(u64::from(r)) as u32);
+            match limits
+                .counter
+                .check(tokio::time::Instant::now(), rpm, None, 0)
+            {
+                Ok(reservation) => {
+                    ctx.shared.granted = Some(ClientGranted {
+                        reservation,
+                        rpm,
+                        tpm: c.tpm,
+                    });
+                    Ok(())
+                }
+                Err(r) => {
+                    ctx.client_rejected = true;
+                    Err(r.to_error())
+                }
+            }
+        }
+    }
+}
+
 /// `on_unavailable: reject`: the request needs the shared state.
 pub fn unavailable() -> GatewayError {
     GatewayError::new(
