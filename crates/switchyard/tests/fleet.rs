@@ -236,15 +236,24 @@ async fn a_budget_shared_by_the_fleet_is_not_overspent_by_parallel_requests() {
     assert_eq!(ok + codes.values().sum::<usize>(), 300);
 }
 
-async fn circuit(g: &Instance, dep: &str) -> String {
+/// One field of a deployment's entry in an instance's `/admin/state`.
+async fn deployment_field(g: &Instance, dep: &str, field: &str) -> Value {
     let s = g.admin_json("/admin/state").await;
     s["deployments"]
         .as_array()
         .unwrap()
         .iter()
         .find(|d| d["id"] == dep)
-        .map(|d| d["circuit"].as_str().unwrap().to_owned())
+        .map(|d| d[field].clone())
+        .unwrap_or(Value::Null)
+}
+
+async fn circuit(g: &Instance, dep: &str) -> String {
+    deployment_field(g, dep, "circuit")
+        .await
+        .as_str()
         .unwrap_or_default()
+        .to_owned()
 }
 
 async fn within_a_second(gws: &[&Instance], dep: &str, want: &str) {
@@ -296,17 +305,17 @@ async fn a_circuit_opened_by_real_failures_is_respected_by_the_others() {
     let _one = ONE_AT_A_TIME.lock().await;
     let redis = Redis::start();
     let gws = three(&redis).await;
-    let http = reqwest::Client::new();
     // Three upstream 503s through gw0 alone open oa/m there...
     for _ in 0..3 {
-        let r = http
-            .post(gws[0].url("/v1/chat/completions"))
-            .bearer_auth("free-secret")
-            .json(&chat("chat", json!({"mock": {"status": 503}})))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 503);
+        assert_eq!(
+            status_with(
+                &gws[0],
+                "free-secret",
+                &chat("chat", json!({"mock": {"status": 503}}))
+            )
+            .await,
+            503
+        );
     }
     assert_eq!(circuit(&gws[0], "oa/m").await, "open");
     // ...and on the two that never saw a failure.
@@ -703,13 +712,9 @@ async fn a_response_stored_via_one_instance_continues_and_reads_back_via_the_oth
 }
 
 async fn health(g: &Instance, dep: &str) -> f64 {
-    let s = g.admin_json("/admin/state").await;
-    s["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == dep)
-        .and_then(|d| d["health_score"].as_f64())
+    deployment_field(g, dep, "health_score")
+        .await
+        .as_f64()
         .unwrap()
 }
 
@@ -718,18 +723,18 @@ async fn health_seen_by_one_instance_is_merged_into_the_others() {
     let _one = ONE_AT_A_TIME.lock().await;
     let redis = Redis::start();
     let gws = three(&redis).await;
-    let http = reqwest::Client::new();
     // Upstream 429s through gw0 alone: its health of oa/m drops (a 429 is
     // a reason to steer away, not to open the circuit).
     for _ in 0..6 {
-        let r = http
-            .post(gws[0].url("/v1/chat/completions"))
-            .bearer_auth("free-secret")
-            .json(&chat("chat", json!({"mock": {"status": 429}})))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 429);
+        assert_eq!(
+            status_with(
+                &gws[0],
+                "free-secret",
+                &chat("chat", json!({"mock": {"status": 429}}))
+            )
+            .await,
+            429
+        );
     }
     let seen_by_gw0 = health(&gws[0], "oa/m").await;
     assert!(seen_by_gw0 < 0.9, "{seen_by_gw0}");

@@ -51,19 +51,8 @@ pub fn apply(live: &Live, route: &Route, session: &str, p: &mut Plan, now: Insta
 pub async fn remember(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
     pin(live, route, session, deployment, now);
     if let Some(f) = &live.registry.fleet {
-        let (k, dep) = (f.key(&key(route, session)), deployment.to_owned());
-        let _: Option<()> = f
-            .read(|r| async move {
-                let mut c = r.conn();
-                ::redis::cmd("SET")
-                    .arg(k)
-                    .arg(dep)
-                    .arg("PX")
-                    .arg(SESSION_TTL.as_millis() as u64)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await;
+        let k = f.key(&key(route, session));
+        f.set(k, deployment.to_owned(), SESSION_TTL).await;
     }
 }
 
@@ -82,17 +71,7 @@ pub async fn fetch(live: &Live, route: &Route, session: &str) {
     let Some(f) = &live.registry.fleet else {
         return;
     };
-    let k = f.key(&key(route, session));
-    let found: Option<String> = f
-        .read(|r| async move {
-            let mut c = r.conn();
-            ::redis::cmd("GET")
-                .arg(k)
-                .query_async::<Option<String>>(&mut c)
-                .await
-        })
-        .await
-        .flatten();
+    let found = f.get(f.key(&key(route, session))).await;
     if let Some(dep) = found {
         pin(live, route, session, &dep, Instant::now());
     }

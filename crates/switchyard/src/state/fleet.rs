@@ -406,13 +406,7 @@ impl Fleet {
                 .await?;
             r.publish_event(KEY_ISSUED, &json).await
         };
-        tokio::time::timeout(Duration::from_secs(1), write)
-            .await
-            .map_err(|_| "Redis did not answer within 1 s".to_owned())?
-            .map_err(|e| {
-                self.failed(Op::Publish, &e);
-                e.to_string()
-            })
+        self.admin_call(write).await
     }
 
     /// A key revoked here: refused on every instance at once (the
@@ -443,6 +437,15 @@ impl Fleet {
             r.publish_event(KEY_REVOKED, &format!("{client} {id}"))
                 .await
         };
+        self.admin_call(write).await
+    }
+
+    /// An admin API's write to the fleet: bounded to 1 s, its failure
+    /// counted and said to the caller.
+    async fn admin_call(
+        &self,
+        write: impl std::future::Future<Output = Result<(), ::redis::RedisError>>,
+    ) -> Result<(), String> {
         tokio::time::timeout(Duration::from_secs(1), write)
             .await
             .map_err(|_| "Redis did not answer within 1 s".to_owned())?
@@ -489,6 +492,37 @@ impl Fleet {
             .filter_map(|j| serde_json::from_str(j).ok())
             .collect();
         Some((live, revoked))
+    }
+
+    /// `GET key` (a full key, from [`Fleet::key`]), bounded by [`SLOW`].
+    pub async fn get(&self, key: String) -> Option<String> {
+        self.read(|r| async move {
+            let mut c = r.conn();
+            ::redis::cmd("GET")
+                .arg(key)
+                .query_async::<Option<String>>(&mut c)
+                .await
+        })
+        .await
+        .flatten()
+    }
+
+    /// `SET key value PX ttl`, waited for (bounded by [`SLOW`]).
+    pub async fn set(&self, key: String, value: String, ttl: Duration) {
+        let _: Option<()> = self.read(|r| set_px(r, key, value, ttl)).await;
+    }
+
+    /// `SET key value PX ttl` in the background.
+    pub fn set_later(self: &Arc<Self>, key: String, value: String, ttl: Duration) {
+        self.write(move |r| set_px(r, key, value, ttl));
+    }
+
+    /// `DEL key` in the background.
+    pub fn delete_later(self: &Arc<Self>, key: String) {
+        self.write(move |r| async move {
+            let mut c = r.conn();
+            ::redis::cmd("DEL").arg(key).query_async(&mut c).await
+        });
     }
 
     /// The fleet's background work: heartbeats (and re-joining), the
@@ -771,6 +805,22 @@ impl Fleet {
         let age = now_ms().saturating_sub(ev.at_ms);
         circuits.circuit(&ev.deployment, c, age);
     }
+}
+
+async fn set_px(
+    r: RedisState,
+    key: String,
+    value: String,
+    ttl: Duration,
+) -> Result<(), ::redis::RedisError> {
+    let mut c = r.conn();
+    ::redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .arg("PX")
+        .arg((ttl.as_millis() as u64).max(1))
+        .query_async(&mut c)
+        .await
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

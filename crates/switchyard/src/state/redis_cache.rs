@@ -77,14 +77,7 @@ impl ResponseCache for RedisCache {
     fn get<'a>(&'a self, key: &'a CacheKey) -> Lookup<'a> {
         let k = self.entry_key(key);
         Box::pin(async move {
-            let got: Option<Option<String>> = self
-                .fleet
-                .read(|r| async move {
-                    let mut c = r.conn();
-                    ::redis::cmd("GET").arg(&k).query_async(&mut c).await
-                })
-                .await;
-            let json = got.flatten()?;
+            let json = self.fleet.get(k).await?;
             serde_json::from_str::<CachedAnswer>(&json)
                 .ok()
                 .map(Arc::new)

@@ -49,27 +49,13 @@ impl ResponseStore for FleetResponses {
             body: String::from_utf8_lossy(&stored.body).into_owned(),
         };
         if let Ok(json) = serde_json::to_string(&shared) {
-            let (k, ttl) = (self.key(&id), self.ttl.as_millis() as u64);
-            self.fleet.write(move |r| async move {
-                let mut c = r.conn();
-                ::redis::cmd("SET")
-                    .arg(k)
-                    .arg(json)
-                    .arg("PX")
-                    .arg(ttl.max(1))
-                    .query_async(&mut c)
-                    .await
-            });
+            self.fleet.set_later(self.key(&id), json, self.ttl);
         }
         self.inner.put(id, stored);
     }
 
     fn delete(&self, id: &str) -> bool {
-        let k = self.key(id);
-        self.fleet.write(move |r| async move {
-            let mut c = r.conn();
-            ::redis::cmd("DEL").arg(k).query_async(&mut c).await
-        });
+        self.fleet.delete_later(self.key(id));
         self.inner.delete(id)
     }
 
@@ -79,18 +65,7 @@ impl ResponseStore for FleetResponses {
             if self.inner.get(id).is_some() {
                 return;
             }
-            let k = self.key(id);
-            let found: Option<String> = self
-                .fleet
-                .read(|r| async move {
-                    let mut c = r.conn();
-                    ::redis::cmd("GET")
-                        .arg(k)
-                        .query_async::<Option<String>>(&mut c)
-                        .await
-                })
-                .await
-                .flatten();
+            let found = self.fleet.get(self.key(id)).await;
             if let Some(s) = found.and_then(|j| serde_json::from_str::<Shared>(&j).ok()) {
                 let stored = Stored {
                     history: Arc::new(s.history),

@@ -11,6 +11,9 @@ pub struct Redis {
     _dir: tempfile::TempDir,
 }
 
+/// Persistence off: a test's Redis keeps nothing on disk.
+const NO_DISK: [&str; 4] = ["--save", "", "--appendonly", "no"];
+
 impl Redis {
     pub fn start() -> Redis {
         Self::start_on(super::free_port())
@@ -18,11 +21,29 @@ impl Redis {
 
     /// On a given port (a restart where the clients expect it).
     pub fn start_on(port: u16) -> Redis {
+        let port_s = port.to_string();
+        Self::run(
+            port,
+            &[
+                "--port",
+                &port_s,
+                "--bind",
+                "127.0.0.1",
+                NO_DISK[0],
+                NO_DISK[1],
+                NO_DISK[2],
+                NO_DISK[3],
+            ],
+            tempfile::tempdir().unwrap(),
+        )
+    }
+
+    /// `redis-server` with `args` (and `--dir dir`), waited for on `port`.
+    fn run<S: AsRef<std::ffi::OsStr>>(port: u16, args: &[S], dir: tempfile::TempDir) -> Redis {
         let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
-        let dir = tempfile::tempdir().unwrap();
         let child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(args)
+            .args(["--daemonize", "no"])
             .arg("--dir")
             .arg(dir.path())
             .stdout(Stdio::null())
@@ -145,40 +166,25 @@ impl TlsRedis {
             "ext.cnf",
         ]);
         let port = super::free_port();
-        let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(&bin)
-            .args([
-                "--port",
-                "0",
-                "--tls-port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .arg("--tls-cert-file")
-            .arg(d.join("srv.pem"))
-            .arg("--tls-key-file")
-            .arg(d.join("srv.key"))
-            .arg("--tls-ca-cert-file")
-            .arg(d.join("ca.pem"))
-            .args([
-                "--tls-auth-clients",
-                "no",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-        let redis = Redis::wait(child, port, dir);
+        let file = |f: &str| d.join(f).display().to_string();
+        let args = [
+            "--port".to_string(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--tls-cert-file".into(),
+            file("srv.pem"),
+            "--tls-key-file".into(),
+            file("srv.key"),
+            "--tls-ca-cert-file".into(),
+            file("ca.pem"),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).chain(NO_DISK).collect();
+        let redis = Redis::run(port, &args, tempfile::tempdir().unwrap());
         TlsRedis {
             redis,
             ca: d.join("ca.pem"),
@@ -202,36 +208,18 @@ pub struct SentinelSet {
 impl SentinelSet {
     pub fn start() -> SentinelSet {
         let master = Redis::start();
-        let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
-        let spawn = |port: u16, args: &[String], dir: tempfile::TempDir| {
-            let child = Command::new(&bin)
-                .args(args)
-                .arg("--dir")
-                .arg(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-            Redis::wait(child, port, dir)
-        };
-        let rport = super::free_port();
-        let replica = spawn(
-            rport,
-            &[
-                "--port".into(),
-                rport.to_string(),
-                "--bind".into(),
-                "127.0.0.1".into(),
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                master.port.to_string(),
-                "--save".into(),
-                String::new(),
-                "--appendonly".into(),
-                "no".into(),
-            ],
-            tempfile::tempdir().unwrap(),
-        );
+        let (rport, mport) = (super::free_port().to_string(), master.port.to_string());
+        let mut args = vec![
+            "--port",
+            &rport,
+            "--bind",
+            "127.0.0.1",
+            "--replicaof",
+            "127.0.0.1",
+            &mport,
+        ];
+        args.extend(NO_DISK);
+        let replica = Redis::run(rport.parse().unwrap(), &args, tempfile::tempdir().unwrap());
         let sport = super::free_port();
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("sentinel.conf");
@@ -243,7 +231,7 @@ impl SentinelSet {
             ),
         )
         .unwrap();
-        let sentinel = spawn(
+        let sentinel = Redis::run(
             sport,
             &[conf.display().to_string(), "--sentinel".into()],
             dir,
@@ -268,25 +256,31 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
-        let bin = super::apt::binary(&["redis-server"], &["/usr/bin"], "redis-server");
         let cli = super::apt::binary(&["redis-cli"], &["/usr/bin"], "redis-tools");
         let nodes: Vec<Redis> = (0..3)
             .map(|_| {
                 let port = super::free_port();
                 let dir = tempfile::tempdir().unwrap();
-                let child = Command::new(&bin)
-                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                    .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
-                    .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                    .arg("--cluster-config-file")
-                    .arg(dir.path().join("nodes.conf"))
-                    .arg("--dir")
-                    .arg(dir.path())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-                Redis::wait(child, port, dir)
+                let (p, conf) = (
+                    port.to_string(),
+                    dir.path().join("nodes.conf").display().to_string(),
+                );
+                let mut args = vec![
+                    "--port",
+                    &p,
+                    "--bind",
+                    "127.0.0.1",
+                    "--cluster-enabled",
+                    "yes",
+                ];
+                args.extend([
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--cluster-config-file",
+                    &conf,
+                ]);
+                args.extend(NO_DISK);
+                Redis::run(port, &args, dir)
             })
             .collect();
         let addrs: Vec<String> = nodes
