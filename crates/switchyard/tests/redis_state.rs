@@ -295,3 +295,94 @@ async fn a_window_keeps_its_sum_as_buckets_slide_out_and_corrections_land() {
     // Long silence: everything slid out.
     assert_eq!(used(s.admit(&[w(1)], t0 + 10 * MINUTE).await.unwrap()), 1);
 }
+
+/// Keeps Redis busy for `ms` with another client's script (as a slow or
+/// overloaded server would be); resolves when it is done.
+fn keep_redis_busy(url: String, ms: u64) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut c = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let spin = "local s = redis.call('TIME') \
+            local stop = s[1] * 1000000 + s[2] + tonumber(ARGV[1]) * 1000 \
+            repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] >= stop \
+            return 1";
+        let _: i64 = redis::cmd("EVAL")
+            .arg(spin)
+            .arg(0)
+            .arg(ms)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    })
+}
+
+#[tokio::test]
+async fn an_admission_given_up_while_redis_is_busy_is_never_charged() {
+    let r = common::redis::Redis::start();
+    let s = instances(&r, 1).await.remove(0);
+    let w = [Window {
+        key: "client:late:rpm",
+        limit: 100,
+        cost: 1,
+        span: Span::Sliding(MINUTE),
+        alone_ok: false,
+    }];
+    let busy = keep_redis_busy(r.url(), 700);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let first = {
+        let (s, w) = (s.clone(), w.clone());
+        tokio::spawn(async move { s.admit(&w, MINUTE).await.unwrap() })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // Ten callers give up waiting (a gateway decides on its own then):
+    // they queued behind the admission in flight and are never sent.
+    for _ in 0..10 {
+        let late = tokio::time::timeout(std::time::Duration::from_millis(30), s.admit(&w, MINUTE));
+        assert!(late.await.is_err(), "Redis is busy: no answer yet");
+    }
+    busy.await.unwrap();
+    assert_eq!(first.await.unwrap(), Admission::Admitted(vec![1]));
+    assert_eq!(
+        s.admit(&w, MINUTE).await.unwrap(),
+        Admission::Admitted(vec![2])
+    );
+}
+
+#[tokio::test]
+async fn an_admission_after_redis_lost_its_scripts_loads_it_again() {
+    let r = common::redis::Redis::start();
+    let s = &instances(&r, 1).await[0];
+    let w = [Window {
+        key: "client:flushed:rpm",
+        limit: 10,
+        cost: 1,
+        span: Span::Sliding(MINUTE),
+        alone_ok: false,
+    }];
+    assert_eq!(
+        s.admit(&w, MINUTE).await.unwrap(),
+        Admission::Admitted(vec![1])
+    );
+    let mut c = redis::Client::open(r.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    // Charged once, not twice (the first, refused NOSCRIPT ran nothing).
+    assert_eq!(
+        s.admit(&w, MINUTE).await.unwrap(),
+        Admission::Admitted(vec![2])
+    );
+    assert_eq!(
+        s.admit(&w, MINUTE).await.unwrap(),
+        Admission::Admitted(vec![3])
+    );
+}

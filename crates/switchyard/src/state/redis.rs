@@ -242,6 +242,80 @@ pub struct RedisState {
     prefix: String,
     admit: std::sync::Arc<::redis::Script>,
     publish: std::sync::Arc<::redis::Script>,
+    /// Admissions on their way to [`batch_admissions`].
+    admit_tx: tokio::sync::mpsc::UnboundedSender<AdmitJob>,
+}
+
+/// One request's admission script call, and where its answer goes.
+struct AdmitJob {
+    cmd: ::redis::Cmd,
+    answer: tokio::sync::oneshot::Sender<::redis::RedisResult<::redis::Value>>,
+}
+
+/// Admissions written to Redis in one pipeline at most.
+const ADMIT_BATCH: usize = 256;
+
+/// Writes admissions out as pipelines, one in flight at a time: a request
+/// that arrives while one is on its way goes with the next. Idle, a request
+/// leaves at once; busy, many share a write and a read on both sides. Each
+/// script still runs alone on Redis (its decision on the shared count), so
+/// batching changes no outcome, only the syscalls and wakeups per request:
+/// `bench/fleet.sh` measured a connection-level write per call as most of
+/// the gateway's Redis cost. A caller that stopped waiting (its 50 ms are
+/// up, it decided locally) is dropped before its call is sent, so it is
+/// not charged twice.
+async fn batch_admissions(
+    mut conn: Conn,
+    script: std::sync::Arc<::redis::Script>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<AdmitJob>,
+) {
+    use ::redis::aio::ConnectionLike;
+    let mut jobs = Vec::with_capacity(ADMIT_BATCH);
+    while rx.recv_many(&mut jobs, ADMIT_BATCH).await > 0 {
+        let mut pipe = ::redis::Pipeline::with_capacity(jobs.len());
+        let mut answers = Vec::with_capacity(jobs.len());
+        for job in jobs.drain(..) {
+            if !job.answer.is_closed() {
+                pipe.add_command(job.cmd);
+                answers.push(job.answer);
+            }
+        }
+        if answers.is_empty() {
+            continue;
+        }
+        let mut replies = conn.req_packed_commands(&pipe, 0, answers.len()).await;
+        if let Ok(values) = &replies {
+            if values.iter().any(no_script) {
+                // Redis lost its scripts (a restart, a failover to a fresh
+                // replica): load it again and send the batch once more.
+                replies = match script.load_async(&mut conn).await {
+                    Ok(_) => conn.req_packed_commands(&pipe, 0, answers.len()).await,
+                    Err(e) => Err(e),
+                };
+            }
+        }
+        match replies {
+            Ok(values) => {
+                for (answer, v) in answers.into_iter().zip(values) {
+                    let _ = answer.send(Ok(v));
+                }
+            }
+            Err(e) => {
+                for answer in answers {
+                    let e = (e.kind(), "admission batch failed", e.to_string());
+                    let _ = answer.send(Err(e.into()));
+                }
+            }
+        }
+    }
+}
+
+fn gone() -> ::redis::RedisError {
+    (::redis::ErrorKind::IoError, "admission batcher stopped").into()
+}
+
+fn no_script(v: &::redis::Value) -> bool {
+    matches!(v, ::redis::Value::ServerError(e) if e.code() == "NOSCRIPT")
 }
 
 impl RedisState {
@@ -266,11 +340,17 @@ impl RedisState {
                     .map_err(|e| format!("redis cluster at state.cluster_urls: {e}"))?,
             ),
         };
+        let admit = std::sync::Arc::new(::redis::Script::new(ADMIT));
+        let (admit_tx, admit_rx) = tokio::sync::mpsc::unbounded_channel();
+        // Ends when the last clone of this state is gone (a reconnect
+        // makes a new one).
+        tokio::spawn(batch_admissions(conn.clone(), admit.clone(), admit_rx));
         let state = RedisState {
             conn,
             prefix: prefix.to_owned(),
-            admit: std::sync::Arc::new(::redis::Script::new(ADMIT)),
+            admit,
             publish: std::sync::Arc::new(::redis::Script::new(PUBLISH)),
+            admit_tx,
         };
         // Loaded now, so the first requests' EVALSHA finds them (rather
         // than each paying a NOSCRIPT and a resend of the whole script);
@@ -325,8 +405,18 @@ impl RedisState {
         revoked: Option<(&str, &str)>,
         now_ms: u64,
     ) -> Result<Admission, ::redis::RedisError> {
-        let mut call = self.admit.prepare_invoke();
-        call.arg(now_ms)
+        // EVALSHA sha n KEYS… ARGV…, as `Script::prepare_invoke` would
+        // build it, but sent through the batcher.
+        let nkeys = windows.len() + usize::from(revoked.is_some());
+        let mut cmd = ::redis::cmd("EVALSHA");
+        cmd.arg(self.admit.get_hash()).arg(nkeys);
+        for w in windows {
+            cmd.arg(w.key);
+        }
+        if let Some((set, _)) = revoked {
+            cmd.arg(set);
+        }
+        cmd.arg(now_ms)
             .arg(BUCKETS)
             .arg(revoked.map_or("", |(_, id)| id));
         for w in windows {
@@ -335,18 +425,14 @@ impl RedisState {
                 Span::Fixed { ttl_ms, seed } => (ttl_ms, 1, seed),
             };
             let flags = flags | if w.alone_ok { 2 } else { 0 };
-            call.key(w.key)
-                .arg(w.limit)
-                .arg(w.cost)
-                .arg(span)
-                .arg(flags)
-                .arg(seed);
+            cmd.arg(w.limit).arg(w.cost).arg(span).arg(flags).arg(seed);
         }
-        if let Some((set, _)) = revoked {
-            call.key(set);
-        }
-        let mut conn = self.conn.clone();
-        let reply: Vec<u64> = call.invoke_async(&mut conn).await?;
+        let (answer, reply) = tokio::sync::oneshot::channel();
+        self.admit_tx
+            .send(AdmitJob { cmd, answer })
+            .map_err(|_| gone())?;
+        let value = reply.await.map_err(|_| gone())??;
+        let reply: Vec<u64> = ::redis::from_owned_redis_value(value.extract_error()?)?;
         Ok(match reply.as_slice() {
             [1, _, used @ ..] => Admission::Admitted(used.to_vec()),
             [2, ..] => Admission::Revoked,
