@@ -6,9 +6,10 @@
 # client's rpm limit holds across the fleet. See bench/README.md ("Fleet run"). One command:
 #   bench/fleet.sh
 # Knobs (env): DURATION (s, 10), WARMUP (s, 2), REPEATS (3: single, fleet, single, fleet, …;
-#   medians reported), CONC (64), VARIANTS ("single fleet"; diagnostic ones to add: "nginx1" =
-#   nginx → the single gateway, "redis1" = one gateway on Redis (its own key prefix, a fleet of
-#   one), direct, "trio" = nginx → three gateways on the memory store), ACC_S (20 s: the
+#   medians reported), CONC (64), VARIANTS ("single fleet trio"; "trio" = nginx → three gateways
+#   on the memory store, the floor's first half; diagnostic ones to add: "nginx1" = nginx → the
+#   single gateway, "redis1" = one gateway on Redis (its own key prefix, a fleet of one),
+#   direct), SCRIPT_P (8: the pipeline depth of the script-alone run), ACC_S (20 s: the
 #   limit-accuracy burst, at most 50), ACC_RPM (600), ACC_C (64), ACC_VARIANTS ("fleet single":
 #   single is the reference), MONITOR_S (3: a MONITOR sample through the fleet telling
 #   script-internal commands from sent ones; 0 = skip), MONITOR_C (16: its
@@ -28,12 +29,13 @@ DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
 CONC="${CONC:-64}"
-VARIANTS="${VARIANTS:-single fleet}"
+VARIANTS="${VARIANTS:-single fleet trio}"
 ACC_S="${ACC_S:-20}"
 ACC_RPM="${ACC_RPM:-600}"
 ACC_C="${ACC_C:-64}"
 ACC_VARIANTS="${ACC_VARIANTS:-fleet single}"
 MONITOR_S="${MONITOR_S:-3}"
+SCRIPT_P="${SCRIPT_P:-8}"
 MONITOR_C="${MONITOR_C:-16}"
 FILL_S="${FILL_S:-62}"
 PIN="${PIN:-1}"
@@ -90,6 +92,7 @@ NGINX_BIN="$(command -v nginx || true)"
 [ -z "$NGINX_BIN" ] && [ -x /usr/sbin/nginx ] && NGINX_BIN=/usr/sbin/nginx
 if [ -z "$NGINX_BIN" ]; then apt_install nginx; NGINX_BIN="$(command -v nginx || echo /usr/sbin/nginx)"; fi
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
+command -v redis-benchmark >/dev/null || apt_install redis-tools
 REDIS_BIN="$(command -v redis-server)"
 install_oha || die "oha failed to build (see bench/results/oha-install.log)"
 OHA="$TOOLS/bin/oha"
@@ -474,6 +477,33 @@ done
 backend_errors throughput
 fill_signal CONT
 for p in "${FILL_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; forget_pid "$p"; done
+
+# ---------------------------------------------------------------- the script alone
+# What the admission itself costs Redis with nothing around it: the gateways' script (its text
+# from the source), the bench's four windows, sent by redis-benchmark pipelined SCRIPT_P deep
+# over 3 connections (one per instance) — no gateway, no per-request socket work. With the
+# trio's CPU (three gateways on the memory store behind the same nginx) it is the floor under
+# the fleet's CPU per request on this machine, whatever the client does.
+python3 - "$ROOT/crates/switchyard/src/state/redis.rs" >"$RAW/admit.lua" <<'PY'
+import re, sys
+src = open(sys.argv[1]).read()
+sys.stdout.write(re.search(r'const ADMIT: &str = r"\n(.*?)\n";', src, re.S).group(1))
+PY
+ADMIT_SHA="$(rcli -x script load <"$RAW/admit.lua")"
+NOW_MS="$(date +%s%3N)"
+BUCKET=$((NOW_MS / 6000)) # the bucket a 60 s window charges now (contract: 10 per window)
+SCRIPT_N=200000
+s0="$(cpu_ticks "$REDIS_PID")"
+redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -n "$SCRIPT_N" -c 3 -P "$SCRIPT_P" -q \
+  evalsha "$ADMIT_SHA" 4 floor:c:rpm floor:c:tpm floor:d:rpm floor:d:tpm 10 "" \
+  "$HIGH_RPM" 1 "$BUCKET" 120000 s 0 "$HIGH_TPM" 30 "$BUCKET" 120000 a 0 \
+  "$HIGH_RPM" 1 "$BUCKET" 120000 s 0 "$HIGH_TPM" 30 "$BUCKET" 120000 a 0 \
+  >"$RAW/script.out" 2>&1 || die "redis-benchmark failed (see $RAW/script.out)"
+s1="$(cpu_ticks "$REDIS_PID")"
+[ "$(rcli hget floor:c:tpm t)" = "$((SCRIPT_N * 30))" ] || die "the script-alone run did not charge every call"
+printf '{"n": %d, "pipeline": %d, "ticks": %d, "hz": %d}\n' "$SCRIPT_N" "$SCRIPT_P" "$((s1 - s0))" "$HZ" >"$RAW/script.json"
+rcli del floor:c:rpm floor:c:tpm floor:d:rpm floor:d:tpm >/dev/null
+log "script alone: $(cat "$RAW/script.json")"
 
 # ---------------------------------------------------------------- MONITOR sample
 # Which of the commands Redis counts are sent by the gateways and which run inside the admission

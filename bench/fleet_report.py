@@ -70,7 +70,8 @@ def parse_info(path):
             elif k.startswith("errorstat_"):
                 out["err"][k[10:]] = int(v.split("=", 1)[1])
             elif k in ("total_net_input_bytes", "total_net_output_bytes", "total_commands_processed",
-                       "used_cpu_sys", "used_cpu_user", "connected_clients", "total_connections_received"):
+                       "used_cpu_sys", "used_cpu_user", "connected_clients", "total_connections_received",
+                       "total_reads_processed"):
                 out["stats"][k] = float(v)
     return out
 
@@ -130,6 +131,8 @@ def mode_run(a):
              wall_s=float(w1) - float(w0),
              machine_busy_pct=100.0 * (int(b1) - int(b0)) / max(1, int(m1) - int(m0)),
              redis=d, evalsha_per_req=admit / answered,
+             evalsha_per_read=admit / d["stats"]["total_reads_processed"]
+             if d["stats"].get("total_reads_processed") else None,
              redis_cmds_per_req=sum(v["calls"] for v in calls.values()) / answered)
     print(json.dumps(r))
 
@@ -336,8 +339,9 @@ def report(raw, out):
              "work on this shared box included).\n")
     L.append("Per run (paired ratio = the fleet's own CPU/req ÷ the single gateway's in the same repeat):\n")
     L.append("| repeat | variant | req/s | p99 ms | gw µs/req | redis µs/req | nginx µs/req | own × single | "
-             "EVALSHA/req | Redis cmds/req | µs per EVALSHA (Redis) | window buckets | fleet backend errors |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+             "EVALSHA/req | Redis cmds/req | µs per EVALSHA (Redis) | EVALSHA per Redis read | window buckets | "
+             "fleet backend errors |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     paired = []
     for rep in sorted({r["rep"] for r in runs}):
         s = next((r for r in by["single"] if r["rep"] == rep), None)
@@ -352,13 +356,16 @@ def report(raw, out):
                      f"{f1(r['cpu_redis_us']) if v in ON_REDIS else '–'} | "
                      f"{f1(r['cpu_nginx_us']) if v in BEHIND_NGINX else '–'} | "
                      f"{f1(ratio, 2) + '×' if v != 'single' else '–'} | {r['evalsha_per_req']:.3f} | "
-                     f"{r['redis_cmds_per_req']:.2f} | {evalsha_us(r)} | {r.get('buckets') or '–'} | "
+                     f"{r['redis_cmds_per_req']:.2f} | {evalsha_us(r)} | "
+                     f"{f1(r.get('evalsha_per_read') if v in ON_REDIS else None, 2)} | {r.get('buckets') or '–'} | "
                      f"{bdelta.get(f'{v}-r{rep}') or '–'} |")
     L.append("\nEVALSHA and Redis commands per request: `INFO commandstats` around the run, over the requests "
              "the gateways got (answered + the ones oha's deadline cut, which were admitted too). For "
              "variants not on Redis they are the idle fleet's background (heartbeats, the events reader) "
              "during that run, per its request. *µs per EVALSHA*: Redis's own time per admission script "
-             "(commandstats `usec`, the script's commands included). *window buckets*: `HLEN` of the "
+             "(commandstats `usec`, the script's commands included). *EVALSHA per Redis read*: admissions "
+             "over `total_reads_processed` (Redis's reads from client sockets, every command included): "
+             "how many admissions shared a pipelined write. *window buckets*: `HLEN` of the "
              "client's tpm window before the run — the buckets the script reads per window (10 when "
              f"full; a 2 req/s trickle through the Redis variants filled them for {meta.get('fill_s', 0)} s "
              "before the runs and kept them full while the other variants ran; it is paused while a Redis "
@@ -488,6 +495,34 @@ def report(raw, out):
     if bdelta.get("monitor"):
         L.append(f"During the MONITOR sample (not measured; MONITOR slows Redis down): {bdelta['monitor']}.\n")
     L.append("")
+
+    # the floor under the target on this machine
+    try:
+        sc = json.load(open(f"{raw}/script.json"))
+    except (FileNotFoundError, ValueError):
+        sc = None
+    trio = res.get("trio")
+    if sc and trio and single_own:
+        script_us = sc["ticks"] / sc["hz"] * 1e6 / sc["n"]
+        floor = trio + script_us
+        L.append("## The floor under the target on this machine\n")
+        L.append(f"What a fleet doing this admission cannot go below here, whatever its Redis client: "
+                 f"the load spread over three gateways (*trio*: the same nginx, the memory store) plus "
+                 f"Redis running the admission script with nothing around it (redis-benchmark, "
+                 f"`EVALSHA` of the gateways' script with the bench's four windows, pipelined "
+                 f"{sc['pipeline']} deep over 3 connections, {sc['n']:,} calls: no gateway and almost no "
+                 f"socket work per call).\n")
+        L.append("| part | CPU µs/request | × single |\n|---|---:|---:|")
+        L.append(f"| single (the reference) | {f1(single_own)} | 1.00× |")
+        L.append(f"| trio: three gateways, no Redis | {f1(trio)} | {trio / single_own:.2f}× |")
+        L.append(f"| the admission script alone on Redis | {f1(script_us)} | {script_us / single_own:.2f}× |")
+        L.append(f"| **floor** = trio + script | **{f1(floor)}** | **{floor / single_own:.2f}×** |")
+        fleet_own = res.get("fleet")
+        L.append(f"| fleet, measured | {f1(fleet_own)} | "
+                 f"{f1(fleet_own / single_own if fleet_own else None, 2)}× |")
+        L.append(f"\nThe target ({CPU_RATIO_TARGET}×) is {'below' if floor / single_own > CPU_RATIO_TARGET else 'above'} "
+                 f"the floor: what the fleet spends over the floor is the gateways' Redis client (the "
+                 f"round trip's syscalls, wakeups and encoding) and Redis's per-read socket work.\n")
 
     # targets
     L.append("## Targets\n")
