@@ -12,7 +12,8 @@
 //! ~9k of the ~95k instructions a proxied request cost). Here an HTTP/1
 //! connection goes back to its thread's idle list when the response body
 //! ends ([`UpstreamBody`]) and a checkout pops the most recent one; an HTTP/2
-//! connection is shared by every request to its host. Each worker sweeps
+//! connection is shared by the requests to its host, up to
+//! [`H2_STREAMS_PER_CONN`] at once (then another is opened). Each worker sweeps
 //! its idle connections every `SWEEP_EVERY` ([`sweep_idle`]): those the
 //! upstream closed or that idled too long are let go. While an HTTPS
 //! origin's first connection (or an HTTP/2 origin's next one) is being
@@ -22,6 +23,7 @@
 
 use std::cell::RefCell;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -99,12 +101,12 @@ pub async fn request(
 ) -> Result<Response<UpstreamBody>, SendError> {
     let key = Key::of(connect_timeout, req.uri())?;
     match checkout(&key).await? {
-        Conn::H2(mut tx) => {
+        Conn::H2(mut tx, slot) => {
             let resp = tx
                 .send_request(req.map(Full::new))
                 .await
                 .map_err(|e| SendError::Http(Box::new(e)))?;
-            Ok(resp.map(UpstreamBody::h2))
+            Ok(resp.map(|body| UpstreamBody::h2(body, slot)))
         }
         Conn::H1(conn, host) => {
             let (head, reader) = conn
@@ -130,12 +132,50 @@ pub fn check() -> Result<(), String> {
 /// its connection can still be reused; past that the connection closes.
 pub struct UpstreamBody {
     inner: Inner,
+    /// An HTTP/2 stream's place on its connection, held until the body is
+    /// gone.
+    _slot: Option<StreamSlot>,
 }
 
 enum Inner {
     /// `None` once the body ended (its connection pooled) or failed.
     H1(Option<(h1::Reader, Key)>),
     H2(Incoming),
+}
+
+/// Streams one HTTP/2 connection carries at once; the next request opens
+/// another connection. Providers cap the concurrent streams of a
+/// connection (`SETTINGS_MAX_CONCURRENT_STREAMS`, commonly 100–256), and
+/// hyper queues a request past the cap unseen and without a timeout until
+/// an open stream ends: with long SSE streams, new requests would stall
+/// behind them. hyper does not expose the peer's own value; 100 stays
+/// under the usual caps.
+const H2_STREAMS_PER_CONN: u32 = 100;
+
+/// One request's place on an HTTP/2 connection, given back when dropped.
+struct StreamSlot(Arc<AtomicU32>);
+
+impl StreamSlot {
+    /// Take a place if the connection has one.
+    fn take(open: &Arc<AtomicU32>) -> Option<StreamSlot> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < H2_STREAMS_PER_CONN).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| StreamSlot(open.clone()))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An origin's HTTP/2 connection and how many streams it carries now.
+struct H2Conn {
+    tx: H2Sender,
+    open: Arc<AtomicU32>,
 }
 
 /// What a dropped body may still read to save its connection.
@@ -152,12 +192,14 @@ impl UpstreamBody {
         }
         UpstreamBody {
             inner: Inner::H1(slot),
+            _slot: None,
         }
     }
 
-    fn h2(inner: Incoming) -> Self {
+    fn h2(inner: Incoming, slot: StreamSlot) -> Self {
         UpstreamBody {
             inner: Inner::H2(inner),
+            _slot: Some(slot),
         }
     }
 }
@@ -291,8 +333,9 @@ struct Host {
     host: HeaderValue,
     /// Free HTTP/1 connections, the most recently used last.
     idle: std::collections::VecDeque<Idle>,
-    /// The origin's HTTP/2 connection, shared by every request.
-    h2: Option<H2Sender>,
+    /// The origin's HTTP/2 connections, each shared by up to
+    /// [`H2_STREAMS_PER_CONN`] requests at once.
+    h2: Vec<H2Conn>,
     /// What the origin's last new connection negotiated (`None`: none yet).
     speaks_h2: Option<bool>,
     /// Set while a connection that may turn out shareable is being opened;
@@ -313,7 +356,7 @@ impl Idle {
 
 enum Conn {
     H1(h1::Conn, HeaderValue),
-    H2(H2Sender),
+    H2(H2Sender, StreamSlot),
 }
 
 enum Taken {
@@ -330,11 +373,11 @@ async fn checkout(key: &Key) -> Result<Conn, SendError> {
     let mut may_wait = true;
     loop {
         match take_idle(key, may_wait)? {
-            Taken::Conn(Conn::H2(mut tx)) => {
+            Taken::Conn(Conn::H2(mut tx, slot)) => {
                 if tx.ready().await.is_ok() {
-                    return Ok(Conn::H2(tx));
+                    return Ok(Conn::H2(tx, slot));
                 }
-                forget_h2(key);
+                forget_closed_h2(key);
             }
             Taken::Conn(conn) => return Ok(conn),
             Taken::None(connector, host, opening) => {
@@ -383,11 +426,11 @@ impl Drop for Opening {
 fn take_idle(key: &Key, may_wait: bool) -> Result<Taken, SendError> {
     POOLS.with_borrow_mut(|pools| {
         let host = host_mut(pools, key)?;
-        if let Some(tx) = &host.h2 {
-            if !tx.is_closed() {
-                return Ok(Taken::Conn(Conn::H2(tx.clone())));
+        host.h2.retain(|c| !c.tx.is_closed());
+        for c in &host.h2 {
+            if let Some(slot) = StreamSlot::take(&c.open) {
+                return Ok(Taken::Conn(Conn::H2(c.tx.clone(), slot)));
             }
-            host.h2 = None;
         }
         let now = Instant::now();
         while let Some(mut idle) = host.idle.pop_back() {
@@ -459,13 +502,18 @@ async fn connect(
         .map_err(|e| SendError::Http(Box::new(e)))?;
     // The connection's own errors end it; requests on it see them.
     tokio::spawn(async move { drop(conn.await) });
-    let shared = tx.clone();
+    let open = Arc::new(AtomicU32::new(0));
+    let slot = StreamSlot::take(&open).expect("a new connection has room");
+    let shared = H2Conn {
+        tx: tx.clone(),
+        open,
+    };
     POOLS.with_borrow_mut(|pools| {
         if let Ok(h) = host_mut(pools, key) {
-            h.h2 = Some(shared);
+            h.h2.push(shared);
         }
     });
-    Ok(Conn::H2(tx))
+    Ok(Conn::H2(tx, slot))
 }
 
 fn put_back(key: &Key, conn: h1::Conn) {
@@ -504,10 +552,10 @@ pub fn sweep_idle() {
     });
 }
 
-fn forget_h2(key: &Key) {
+fn forget_closed_h2(key: &Key) {
     POOLS.with_borrow_mut(|pools| {
         if let Ok(h) = host_mut(pools, key) {
-            h.h2 = None;
+            h.h2.retain(|c| !c.tx.is_closed());
         }
     });
 }
@@ -542,7 +590,7 @@ fn host_mut<'a>(pools: &'a mut Vec<Pool>, key: &Key) -> Result<&'a mut Host, Sen
         authority: key.authority.clone(),
         host: host_header(&key.scheme, &key.authority)?,
         idle: std::collections::VecDeque::new(),
-        h2: None,
+        h2: Vec::new(),
         speaks_h2: None,
         opening: None,
     });
@@ -1041,6 +1089,61 @@ mod tests {
             assert_eq!(read(resp).await, "ok /v1/chat/completions");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "one handshake, shared");
+    }
+
+    /// An HTTPS origin speaking HTTP/2 with a provider's stream cap
+    /// (`SETTINGS_MAX_CONCURRENT_STREAMS`), whose answers start and then
+    /// stay open, like long SSE streams.
+    async fn capped_h2_origin(cap: u32) -> (String, Arc<AtomicUsize>) {
+        tls_origin(b"h2", move |tls| async move {
+            let answer = hyper::service::service_fn(|_req: Request<Incoming>| async move {
+                let first = futures_util::stream::once(async {
+                    Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(
+                        b"data: 1\n\n",
+                    )))
+                });
+                let body = http_body_util::StreamBody::new(futures_util::StreamExt::chain(
+                    first,
+                    futures_util::stream::pending(),
+                ));
+                Ok::<_, std::convert::Infallible>(Response::new(body))
+            });
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .max_concurrent_streams(cap)
+                .serve_connection(TokioIo::new(tls), answer)
+                .await;
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn streams_past_an_http2_connections_cap_open_another_connection_instead_of_queueing() {
+        trust_test_ca();
+        let (url, accepted) = capped_h2_origin(H2_STREAMS_PER_CONN).await;
+        let mut open = Vec::new();
+        for _ in 0..H2_STREAMS_PER_CONN {
+            open.push(call(&url).await.unwrap());
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // The first connection is full of open streams: the next request
+        // gets a second connection rather than waiting for one to end.
+        let next = tokio::time::timeout(Duration::from_secs(5), call(&url))
+            .await
+            .expect("a request past the cap waited behind the open streams")
+            .unwrap();
+        assert_eq!(next.version(), http::Version::HTTP_2);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        // A stream that ends gives its place back: the next one takes it.
+        drop(open.pop());
+        let again = tokio::time::timeout(Duration::from_secs(5), call(&url))
+            .await
+            .expect("a freed place is used again")
+            .unwrap();
+        assert_eq!(again.version(), http::Version::HTTP_2);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "no third connection");
+        let mut body = again.into_body();
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), "data: 1\n\n");
     }
 
     #[tokio::test]
