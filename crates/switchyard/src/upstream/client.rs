@@ -624,10 +624,36 @@ fn connector(connect_timeout: Duration) -> Result<Connector, rustls::Error> {
         return Ok(schemes(builder.with_tls_config(config), http));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(schemes(
-        builder.with_provider_and_webpki_roots(provider)?,
-        http,
-    ))
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots())
+        .with_no_client_auth();
+    Ok(schemes(builder.with_tls_config(config), http))
+}
+
+/// Whom an upstream's certificate may come from: the public roots (webpki)
+/// and the system's store, where a private CA lives (a self-hosted vLLM, a
+/// private endpoint; `SSL_CERT_FILE` / `SSL_CERT_DIR` name one, as for
+/// curl). Read once per process: every worker's pools share it.
+fn roots() -> Arc<rustls::RootCertStore> {
+    static ROOTS: std::sync::OnceLock<Arc<rustls::RootCertStore>> = std::sync::OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            let native = rustls_native_certs::load_native_certs();
+            let (added, _) = roots.add_parsable_certificates(native.certs);
+            if !native.errors.is_empty() {
+                tracing::warn!(
+                    added,
+                    errors = native.errors.len(),
+                    "some of the system's CA certificates could not be read: upstreams signed by them will fail TLS"
+                );
+            }
+            Arc::new(roots)
+        })
+        .clone()
 }
 
 /// http and https URLs; HTTP/2 when the server offers it by ALPN.
