@@ -10,6 +10,10 @@
 #   the ramp's end and the loaded TTFB runs), FD_CAP (1: fewer streams than STREAMS if the
 #   gateway's RLIMIT_NOFILE cannot hold them; 0: try STREAMS anyway),
 #   PIN (1: holder + ttfb.py pinned to the last CPU), SKIP_BUILD (1: use the built binaries),
+#   UPSTREAM (h2: the provider is HTTPS speaking HTTP/2, as the real ones are — nginx terminating
+#   TLS with the test CA's certificate in front of the mock, the gateway trusting that CA through
+#   SSL_CERT_FILE —, so a held stream costs the gateway one descriptor; h1: the mock over plain
+#   HTTP/1.1, a connection per stream), FRONT_PORT 18283 (that nginx),
 #   MOCK_PORT 18281, GW_PORT 18280, ADMIN_PORT 19290, TWIN_PORT 18282, TWIN_ADMIN_PORT 19291 (the
 #   twin: the same gateway, never holding a stream, measured in turns with the loaded one).
 set -euo pipefail
@@ -27,6 +31,8 @@ RAMP_TIMEOUT="${RAMP_TIMEOUT:-120}"
 FD_CAP="${FD_CAP:-1}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
+UPSTREAM="${UPSTREAM:-h2}"
+FRONT_PORT="${FRONT_PORT:-18283}"
 MOCK_PORT="${MOCK_PORT:-18281}"
 GW_PORT="${GW_PORT:-18280}"
 ADMIN_PORT="${ADMIN_PORT:-19290}"
@@ -48,6 +54,13 @@ source "$BENCH/lib.sh"
 [ "$CHUNK_MS" -ge 1 ] || die "CHUNK_MS must be >= 1"
 [ "$ROUNDS" -ge 1 ] || die "ROUNDS must be >= 1"
 command -v python3 >/dev/null || die "python3 is needed (bench/ttfb.py, the report)"
+case "$UPSTREAM" in h1|h2) ;; *) die "UPSTREAM must be h1 or h2";; esac
+TLS_DIR="$ROOT/crates/switchyard/tests/data/tls"
+if [ "$UPSTREAM" = h2 ]; then
+  NGINX_BIN="$(command -v nginx || true)"
+  [ -z "$NGINX_BIN" ] && [ -x /usr/sbin/nginx ] && NGINX_BIN=/usr/sbin/nginx
+  if [ -z "$NGINX_BIN" ]; then apt_install nginx; NGINX_BIN="$(command -v nginx || echo /usr/sbin/nginx)"; fi
+fi
 
 # ---------------------------------------------------------------- build
 if [ "$SKIP_BUILD" != 1 ]; then
@@ -74,7 +87,7 @@ else
   PINNER=(); PIN_DESC="none"
 fi
 
-for p in "$MOCK_PORT" "$GW_PORT" "$ADMIN_PORT" "$TWIN_PORT" "$TWIN_ADMIN_PORT"; do
+for p in "$MOCK_PORT" "$GW_PORT" "$ADMIN_PORT" "$TWIN_PORT" "$TWIN_ADMIN_PORT" "$FRONT_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
 
@@ -91,6 +104,47 @@ TOTAL_S=$(( STREAM_S + RAMP_TIMEOUT + 300 ))
 MOCK_PID=$!; PIDS+=("$MOCK_PID")
 wait_port "$MOCK_PORT" "$MOCK_PID" mock
 
+# UPSTREAM=h2: nginx as the HTTPS/HTTP/2 provider the gateway talks to (TLS with the test CA's
+# `localhost` certificate), relaying to the mock over HTTP/1.1 without buffering. It holds a
+# connection to the mock per stream: its own descriptors, not the gateway's.
+UPSTREAM_PORT="$MOCK_PORT"; BASE_URL="http://127.0.0.1:$MOCK_PORT/v1"; NGINX_PID=""
+if [ "$UPSTREAM" = h2 ]; then
+  NGX="$RAW/nginx"; mkdir -p "$NGX/logs"
+  cat >"$NGX/nginx.conf" <<EOF
+worker_processes 2;
+worker_rlimit_nofile $(ulimit -Hn);
+pid $NGX/nginx.pid;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  client_body_temp_path $NGX/body; proxy_temp_path $NGX/proxy;
+  fastcgi_temp_path $NGX/fastcgi; uwsgi_temp_path $NGX/uwsgi; scgi_temp_path $NGX/scgi;
+  upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$FRONT_PORT ssl http2;
+    ssl_certificate $TLS_DIR/server.pem;
+    ssl_certificate_key $TLS_DIR/server.key;
+    http2_max_concurrent_streams 128;
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://mock;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_read_timeout 600s;
+    }
+  }
+}
+EOF
+  "$NGINX_BIN" -t -q -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" >"$RAW/nginx.log" 2>&1 \
+    || { cat "$RAW/nginx.log" >&2; die "nginx config test failed"; }
+  "$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" -g 'daemon off;' >>"$RAW/nginx.log" 2>&1 &
+  NGINX_PID=$!; PIDS+=("$NGINX_PID")
+  wait_port "$FRONT_PORT" "$NGINX_PID" nginx
+  UPSTREAM_PORT="$FRONT_PORT"; BASE_URL="https://localhost:$FRONT_PORT/v1"
+  export SSL_CERT_FILE="$TLS_DIR/ca.pem"
+fi
+
 # The plain gateway of bench/run.sh (results/switchyard.yaml), one OpenAI provider, with timeouts
 # that leave slow streams alone.
 cat >"$RES/streams.yaml" <<EOF
@@ -99,7 +153,7 @@ server: { listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT }
 providers:
   mock:
     protocol: openai
-    base_url: http://127.0.0.1:$MOCK_PORT/v1
+    base_url: $BASE_URL
     timeouts: { connect: 5s, first_byte: 30s, total: ${TOTAL_S}s, stream_idle: ${IDLE_S}s }
 models:
   - { id: mock/gpt-4o-mini, provider: mock, model: gpt-4o-mini, capabilities: [streaming] }
@@ -174,7 +228,7 @@ snapshot() { # ROUND NAME HOLD_PID -> one JSON line in snapshots.jsonl
   python3 -c 'import json,sys; k=sys.argv[1::2]; v=sys.argv[2::2]; print(json.dumps(dict(zip(k, v))))' \
     round "$1" name "$2" hold "$(tail -n1 "$RAW/hold-r$1.jsonl" 2>/dev/null || echo '{}')" \
     gw_fds "$(fds "$GW_PID")" gw_rss_kib "$(status_kib "$GW_PID" VmRSS)" gw_hwm_kib "$(status_kib "$GW_PID" VmHWM)" \
-    client_conns "$(estab "$GW_PORT")" mock_conns "$(estab "$MOCK_PORT")" \
+    client_conns "$(estab "$GW_PORT")" mock_conns "$(estab "$MOCK_PORT")" upstream_conns "$(estab "$UPSTREAM_PORT")" \
     mock_rss_kib "$(status_kib "$MOCK_PID" VmRSS)" hold_rss_kib "$(status_kib "$3" VmRSS)" \
     gw_ticks "$(cpu_ticks "$GW_PID")" mock_ticks "$(cpu_ticks "$MOCK_PID")" hold_ticks "$(cpu_ticks "$3")" \
     machine_ticks "$(machine_ticks)" t "$(date +%s.%N)" >>"$RAW/snapshots.jsonl"
@@ -192,10 +246,12 @@ sampler() {
   done
 }
 
-# The gateway holds 2 descriptors per stream, plus what it holds idle (listeners, runtimes,
-# pooled upstream connections) and HEADROOM for the loaded TTFB runs (their client and upstream
-# connections) and the admin requests.
+# The gateway holds a descriptor per stream for its client, and over HTTP/1.1 one more for its
+# upstream connection (over HTTP/2 a connection carries up to 100 streams), plus what it holds
+# idle (listeners, runtimes, pooled upstream connections) and HEADROOM for the loaded TTFB runs
+# (their client and upstream connections) and the admin requests.
 HEADROOM=16
+if [ "$UPSTREAM" = h2 ]; then PER_STREAM=1; UP_CONNS=$(( STREAMS / 100 + 4 )); else PER_STREAM=2; UP_CONNS=0; fi
 N="$STREAMS"; CAP_NOTE=""; BASE_FDS=""; IDLE2_RSS_KB=""
 for round in $(seq "$ROUNDS"); do
   # ------------------------------------------------------------ idle
@@ -205,9 +261,9 @@ for round in $(seq "$ROUNDS"); do
   base="$(fds "$GW_PID")"
   if [ -z "$BASE_FDS" ]; then
     BASE_FDS="$base"; IDLE2_RSS_KB="$(status_kib "$GW_PID" VmRSS)"
-    FIT=$(( (GW_LIMIT - BASE_FDS - HEADROOM) / 2 ))
+    FIT=$(( (GW_LIMIT - BASE_FDS - HEADROOM - UP_CONNS) / PER_STREAM ))
     if [ "$STREAMS" -gt "$FIT" ]; then
-      CAP_NOTE="the gateway's RLIMIT_NOFILE is $GW_LIMIT (hard limit $(ulimit -Hn), and raising it needs CAP_SYS_RESOURCE, which this machine does not give): $STREAMS streams need 2 x $STREAMS descriptors (client + upstream connection) plus the $BASE_FDS it holds idle plus $HEADROOM for the measurements"
+      CAP_NOTE="the gateway's RLIMIT_NOFILE is $GW_LIMIT (hard limit $(ulimit -Hn), and raising it needs CAP_SYS_RESOURCE, which this machine does not give): $STREAMS streams need $PER_STREAM x $STREAMS descriptors ($([ "$PER_STREAM" = 2 ] && echo "client + upstream connection" || echo "the client's") ) plus $UP_CONNS upstream connections plus the $BASE_FDS it holds idle plus $HEADROOM for the measurements"
       if [ "$FD_CAP" = 1 ]; then
         N="$FIT"; CAP_NOTE="$CAP_NOTE, so $N streams were held (FD_CAP=1)"
       else
@@ -242,8 +298,11 @@ for round in $(seq "$ROUNDS"); do
   kill -TERM "$HOLD_PID" 2>/dev/null || true
   wait "$HOLD_PID" 2>/dev/null || true
   forget_pid "$HOLD_PID"
+  # Closed: the gateway is back to what it held idle, besides (HTTP/2) the upstream connections
+  # it keeps pooled for the next streams.
   for _ in $(seq 100); do
-    [ "$(fds "$GW_PID")" -le $((BASE_FDS + 8)) ] && break
+    pooled=0; [ "$UPSTREAM" = h2 ] && pooled="$(estab "$UPSTREAM_PORT")"
+    [ "$(fds "$GW_PID")" -le $((BASE_FDS + 8 + pooled)) ] && break
     sleep 0.1
   done
   sleep 1
@@ -265,7 +324,7 @@ json.dump({
     "fd_limit": $GW_LIMIT, "base_fds": $BASE_FDS, "chunks": $CHUNKS, "chunk_ms": $CHUNK_MS,
     "stream_s": $STREAM_S, "idle_s": $IDLE_S, "total_s": $TOTAL_S, "ramp_c": $RAMP_C,
     "ramp_timeout": $RAMP_TIMEOUT, "ttfb_n": $TTFB_N, "rounds": $ROUNDS, "settle_s": $SETTLE_S,
-    "idle_rss_kib": $IDLE_RSS_KB, "idle2_rss_kib": $IDLE2_RSS_KB,
+    "idle_rss_kib": $IDLE_RSS_KB, "idle2_rss_kib": $IDLE2_RSS_KB, "upstream": "$UPSTREAM",
 }, open(sys.argv[1], "w"), indent=1)
 PY
 python3 "$BENCH/streams_report.py" "$RAW" "$RES/streams.md"

@@ -96,7 +96,13 @@ def main():
              f"{meta['kernel']}; pinning: {meta['pinning']}.\n")
     L.append(
         "One gateway (`bench/results/streams.yaml`: one OpenAI provider, decision log on, usage store "
-        "off, a worker thread per core) in front of `switchyard mock`. Each of the "
+        "off, a worker thread per core) in front of `switchyard mock`"
+        + (", the provider speaking HTTPS and HTTP/2 as the real ones do: nginx terminates TLS (the "
+           "test CA's `localhost` certificate, which the gateway trusts through `SSL_CERT_FILE`) and "
+           "relays to the mock over HTTP/1.1, unbuffered, so up to 100 streams share one of the "
+           "gateway's upstream connections" if meta.get("upstream") == "h2" else
+           ", over plain HTTP/1.1: a connection per stream")
+        + ". Each of the "
         f"{len(rounds)} rounds: TTFB on the idle gateway, then `streamhold` opens the streams "
         f"({meta['ramp_c']} being set up at a time), each a streaming request with "
         f"`\"mock\":{{\"chunks\":{meta['chunks']},\"chunk_delay_ms\":{meta['chunk_ms']}}}` (an event "
@@ -111,7 +117,7 @@ def main():
     L.append(f"Asked for {want}, tried {tried} per round.\n")
     L.append("| round | ramp | open before / after loaded TTFB | with events after the first | "
              "closed by the other side | failed | gateway fds idle / loaded / closed | "
-             "client→gw / gw→mock conns |")
+             "client→gw / gw→upstream conns |")
     L.append("|---|---|---|---|---|---|---|---|")
     for p in per:
         ramp, summ = p["ramp"], p["summary"]
@@ -123,7 +129,8 @@ def main():
             f"{p['before'].get('flowing')} / {p['after'].get('flowing')} | {p['after'].get('ended')} | "
             f"{summ.get('failed', '–')}" + (" (" + ", ".join(f"{k}: {v}" for k, v in errs.items()) + ")" if errs else "")
             + f" | {meta['base_fds']} / {snaps[(p['round'], 'loaded-before')]['gw_fds']} / {p['closed']['gw_fds']} | "
-            f"{snaps[(p['round'], 'loaded-before')]['client_conns']} / {snaps[(p['round'], 'loaded-before')]['mock_conns']} |")
+            f"{snaps[(p['round'], 'loaded-before')]['client_conns']} / "
+            f"{snaps[(p['round'], 'loaded-before')].get('upstream_conns', snaps[(p['round'], 'loaded-before')]['mock_conns'])} |")
     L.append(f"\nThe gateway's descriptor limit: {meta['fd_limit']}.\n")
 
     L.append("## Memory (gateway)\n")
