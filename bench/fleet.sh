@@ -88,9 +88,7 @@ for v in $ACC_VARIANTS; do case "$v" in single|fleet) ;; *) die "unknown ACC_VAR
 
 # ---------------------------------------------------------------- tools
 command -v python3 >/dev/null || apt_install python3
-NGINX_BIN="$(command -v nginx || true)"
-[ -z "$NGINX_BIN" ] && [ -x /usr/sbin/nginx ] && NGINX_BIN=/usr/sbin/nginx
-if [ -z "$NGINX_BIN" ]; then apt_install nginx; NGINX_BIN="$(command -v nginx || echo /usr/sbin/nginx)"; fi
+find_nginx
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
 command -v redis-benchmark >/dev/null || apt_install redis-tools
 REDIS_BIN="$(command -v redis-server)"
@@ -282,11 +280,7 @@ http {
     }
 }
 EOF
-"$NGINX_BIN" -t -q -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" >"$RAW/nginx.log" 2>&1 \
-  || { cat "$RAW/nginx.log" >&2; die "nginx config test failed"; }
-"$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" -g 'daemon off;' >>"$RAW/nginx.log" 2>&1 &
-NGINX_PID=$!; PIDS+=("$NGINX_PID")
-wait_port "$NGINX_PORT" "$NGINX_PID" nginx
+start_nginx "$NGX" "$NGINX_PORT" "$RAW/nginx.log"
 nginx_pids() { echo "$NGINX_PID" $(pgrep -P "$NGINX_PID" || true); }
 log "up: mock $MOCK_PID, redis $REDIS_PID, single $SINGLE_PID, fleet ${FLEET_PIDS[*]}, nginx $(nginx_pids)${SOLO_PID:+, redis1 $SOLO_PID}${TRIO_PIDS[*]:+, trio ${TRIO_PIDS[*]}}"
 

@@ -63,3 +63,24 @@ install_oha() {
   log "installing oha into bench/.tools (cargo install --locked; a few minutes)"
   cargo install --locked --root "$TOOLS" oha >"$RES/oha-install.log" 2>&1
 }
+
+# nginx's binary in NGINX_BIN, installed from apt when missing.
+find_nginx() {
+  NGINX_BIN="$(command -v nginx || true)"
+  [ -z "$NGINX_BIN" ] && [ -x /usr/sbin/nginx ] && NGINX_BIN=/usr/sbin/nginx
+  if [ -z "$NGINX_BIN" ]; then
+    apt_install nginx
+    NGINX_BIN="$(command -v nginx || echo /usr/sbin/nginx)"
+  fi
+}
+
+# Check and start nginx on PREFIX/nginx.conf (its error log under PREFIX/logs, its output in
+# LOG), in the foreground under this script, and wait for PORT: its PID in NGINX_PID.
+start_nginx() { # PREFIX PORT LOG
+  local ngx=$1 port=$2 out=$3
+  "$NGINX_BIN" -t -q -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/logs/error.log" >"$out" 2>&1 \
+    || { cat "$out" >&2; die "nginx config test failed"; }
+  "$NGINX_BIN" -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/logs/error.log" -g 'daemon off;' >>"$out" 2>&1 &
+  NGINX_PID=$!; PIDS+=("$NGINX_PID")
+  wait_port "$port" "$NGINX_PID" nginx
+}

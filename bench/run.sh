@@ -73,12 +73,7 @@ apt_install() {
 }
 
 command -v python3 >/dev/null || apt_install python3
-NGINX_BIN="$(command -v nginx || true)"
-[ -z "$NGINX_BIN" ] && [ -x /usr/sbin/nginx ] && NGINX_BIN=/usr/sbin/nginx
-if [ -z "$NGINX_BIN" ]; then
-  apt_install nginx
-  NGINX_BIN="$(command -v nginx || echo /usr/sbin/nginx)"
-fi
+find_nginx
 OHA="$TOOLS/bin/oha"
 if [ "$LOADGEN" = oha ] && [ ! -x "$OHA" ]; then
   log "installing oha into bench/.tools (cargo install --locked; a few minutes)"
@@ -221,11 +216,7 @@ http {
 }
 EOF
 cp "$NGX/nginx.conf" "$RES/nginx.conf"
-"$NGINX_BIN" -t -q -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" >"$RAW/nginx.log" 2>&1 \
-  || { cat "$RAW/nginx.log" >&2; die "nginx config test failed"; }
-"$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" -g 'daemon off;' >>"$RAW/nginx.log" 2>&1 &
-NGINX_PID=$!; PIDS+=("$NGINX_PID")
-wait_port "$NGINX_PORT" "$NGINX_PID" nginx
+start_nginx "$NGX" "$NGINX_PORT" "$RAW/nginx.log"
 
 # switchyard
 cat >"$RES/switchyard.yaml" <<EOF

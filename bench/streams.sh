@@ -57,9 +57,7 @@ command -v python3 >/dev/null || die "python3 is needed (bench/ttfb.py, the repo
 case "$UPSTREAM" in h1|h2) ;; *) die "UPSTREAM must be h1 or h2";; esac
 TLS_DIR="$ROOT/crates/switchyard/tests/data/tls"
 if [ "$UPSTREAM" = h2 ]; then
-  NGINX_BIN="$(command -v nginx || true)"
-  [ -z "$NGINX_BIN" ] && [ -x /usr/sbin/nginx ] && NGINX_BIN=/usr/sbin/nginx
-  if [ -z "$NGINX_BIN" ]; then apt_install nginx; NGINX_BIN="$(command -v nginx || echo /usr/sbin/nginx)"; fi
+  find_nginx
 fi
 
 # ---------------------------------------------------------------- build
@@ -136,11 +134,7 @@ http {
   }
 }
 EOF
-  "$NGINX_BIN" -t -q -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" >"$RAW/nginx.log" 2>&1 \
-    || { cat "$RAW/nginx.log" >&2; die "nginx config test failed"; }
-  "$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/logs/error.log" -g 'daemon off;' >>"$RAW/nginx.log" 2>&1 &
-  NGINX_PID=$!; PIDS+=("$NGINX_PID")
-  wait_port "$FRONT_PORT" "$NGINX_PID" nginx
+  start_nginx "$NGX" "$FRONT_PORT" "$RAW/nginx.log"
   UPSTREAM_PORT="$FRONT_PORT"; BASE_URL="https://localhost:$FRONT_PORT/v1"
   export SSL_CERT_FILE="$TLS_DIR/ca.pem"
 fi
