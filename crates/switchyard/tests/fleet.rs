@@ -306,17 +306,7 @@ async fn a_circuit_opened_by_real_failures_is_respected_by_the_others() {
     let redis = Redis::start();
     let gws = three(&redis).await;
     // Three upstream 503s through gw0 alone open oa/m there...
-    for _ in 0..3 {
-        assert_eq!(
-            status_with(
-                &gws[0],
-                "free-secret",
-                &chat("chat", json!({"mock": {"status": 503}}))
-            )
-            .await,
-            503
-        );
-    }
+    upstream_answers(&gws[0], 503, 3).await;
     assert_eq!(circuit(&gws[0], "oa/m").await, "open");
     // ...and on the two that never saw a failure.
     within_a_second(&[&gws[1], &gws[2]], "oa/m", "open").await;
@@ -499,6 +489,15 @@ async fn on_unavailable_reject_refuses_with_503_while_redis_is_away() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(seen, 503);
+}
+
+/// `times` requests through `g` alone, each answered `status` by the
+/// upstream and passed on to the client as such.
+async fn upstream_answers(g: &Instance, status: u16, times: usize) {
+    let body = chat("chat", json!({"mock": {"status": status}}));
+    for _ in 0..times {
+        assert_eq!(status_with(g, "free-secret", &body).await, status);
+    }
 }
 
 async fn status_with(g: &Instance, key: &str, body: &Value) -> u16 {
@@ -725,17 +724,7 @@ async fn health_seen_by_one_instance_is_merged_into_the_others() {
     let gws = three(&redis).await;
     // Upstream 429s through gw0 alone: its health of oa/m drops (a 429 is
     // a reason to steer away, not to open the circuit).
-    for _ in 0..6 {
-        assert_eq!(
-            status_with(
-                &gws[0],
-                "free-secret",
-                &chat("chat", json!({"mock": {"status": 429}}))
-            )
-            .await,
-            429
-        );
-    }
+    upstream_answers(&gws[0], 429, 6).await;
     let seen_by_gw0 = health(&gws[0], "oa/m").await;
     assert!(seen_by_gw0 < 0.9, "{seen_by_gw0}");
     // gw1 saw nothing itself; within its heartbeats it has gw0's view too.

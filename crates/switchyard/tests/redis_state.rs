@@ -10,6 +10,17 @@ use switchyard::state::redis::{Admission, CircuitView, RedisState, Span, Window}
 
 const MINUTE: u64 = 60_000;
 
+/// A one-minute sliding window: `cost` more within `limit`.
+fn minute(key: &str, limit: u64, cost: u64) -> Window<'_> {
+    Window {
+        key,
+        limit,
+        cost,
+        span: Span::Sliding(MINUTE),
+        alone_ok: false,
+    }
+}
+
 async fn instances(r: &common::redis::Redis, n: usize) -> Vec<RedisState> {
     let mut out = Vec::new();
     for _ in 0..n {
@@ -26,13 +37,7 @@ async fn three_instances_in_parallel_admit_exactly_the_limit() {
     let calls = (0..600).map(|i| {
         let s = fleet[i % 3].clone();
         async move {
-            let w = [Window {
-                key: "client:a:rpm",
-                limit: 100,
-                cost: 1,
-                span: Span::Sliding(MINUTE),
-                alone_ok: false,
-            }];
+            let w = [minute("client:a:rpm", 100, 1)];
             s.admit(&w, now).await.unwrap()
         }
     });
@@ -61,20 +66,8 @@ async fn a_request_is_charged_in_every_window_or_in_none() {
     let now = 5 * MINUTE;
     let both = |cost| {
         [
-            Window {
-                key: "client:b:rpm",
-                limit: 10,
-                cost: 1,
-                span: Span::Sliding(MINUTE),
-                alone_ok: false,
-            },
-            Window {
-                key: "client:b:tpm",
-                limit: 500,
-                cost,
-                span: Span::Sliding(MINUTE),
-                alone_ok: false,
-            },
+            minute("client:b:rpm", 10, 1),
+            minute("client:b:tpm", 500, cost),
         ]
     };
     for _ in 0..5 {
@@ -91,13 +84,7 @@ async fn a_request_is_charged_in_every_window_or_in_none() {
             used: 500
         }
     );
-    let rpm = [Window {
-        key: "client:b:rpm",
-        limit: 10,
-        cost: 0,
-        span: Span::Sliding(MINUTE),
-        alone_ok: false,
-    }];
+    let rpm = [minute("client:b:rpm", 10, 0)];
     assert_eq!(
         s.admit(&rpm, now).await.unwrap(),
         Admission::Admitted(vec![5])
@@ -108,13 +95,7 @@ async fn a_request_is_charged_in_every_window_or_in_none() {
 async fn the_window_slides() {
     let r = common::redis::Redis::start();
     let s = &instances(&r, 1).await[0];
-    let w = [Window {
-        key: "dep:x:rpm",
-        limit: 10,
-        cost: 1,
-        span: Span::Sliding(MINUTE),
-        alone_ok: false,
-    }];
+    let w = [minute("dep:x:rpm", 10, 1)];
     let t0 = 100 * MINUTE;
     for _ in 0..10 {
         assert!(matches!(
@@ -261,13 +242,7 @@ async fn one_request_larger_than_a_tpm_limit_runs_only_alone() {
 async fn a_window_keeps_its_sum_as_buckets_slide_out_and_corrections_land() {
     let r = common::redis::Redis::start();
     let s = &instances(&r, 1).await[0];
-    let w = |cost| Window {
-        key: "dep:s:tpm",
-        limit: 1_000,
-        cost,
-        span: Span::Sliding(MINUTE),
-        alone_ok: false,
-    };
+    let w = |cost| minute("dep:s:tpm", 1_000, cost);
     let used = |a: Admission| match a {
         Admission::Admitted(u) => u[0],
         other => panic!("{other:?}"),
@@ -323,13 +298,7 @@ fn keep_redis_busy(url: String, ms: u64) -> tokio::task::JoinHandle<()> {
 async fn an_admission_given_up_while_redis_is_busy_is_never_charged() {
     let r = common::redis::Redis::start();
     let s = instances(&r, 1).await.remove(0);
-    let w = [Window {
-        key: "client:late:rpm",
-        limit: 100,
-        cost: 1,
-        span: Span::Sliding(MINUTE),
-        alone_ok: false,
-    }];
+    let w = [minute("client:late:rpm", 100, 1)];
     let busy = keep_redis_busy(r.url(), 700);
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let first = {
@@ -355,13 +324,7 @@ async fn an_admission_given_up_while_redis_is_busy_is_never_charged() {
 async fn an_admission_after_redis_lost_its_scripts_loads_it_again() {
     let r = common::redis::Redis::start();
     let s = &instances(&r, 1).await[0];
-    let w = [Window {
-        key: "client:flushed:rpm",
-        limit: 10,
-        cost: 1,
-        span: Span::Sliding(MINUTE),
-        alone_ok: false,
-    }];
+    let w = [minute("client:flushed:rpm", 10, 1)];
     assert_eq!(
         s.admit(&w, MINUTE).await.unwrap(),
         Admission::Admitted(vec![1])
