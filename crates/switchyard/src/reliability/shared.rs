@@ -112,7 +112,6 @@ pub async fn admit(
         }
         _ => None,
     };
-    let span = Span::Sliding(RATE_WINDOW.as_millis() as u64);
     let mut parts = Vec::with_capacity(5);
     let mut windows = Vec::with_capacity(5);
     let mut push = |part, w| {
@@ -122,53 +121,17 @@ pub async fn admit(
     let client = ctx.shared.client.as_ref();
     if let Some(c) = client {
         if let Some(rpm) = c.rpm {
-            push(
-                Part::ClientRpm,
-                Window {
-                    key: &c.rpm_key,
-                    limit: u64::from(rpm),
-                    cost: 1,
-                    span,
-                    alone_ok: false,
-                },
-            );
+            push(Part::ClientRpm, sliding(&c.rpm_key, rpm.into(), 1, false));
         }
         if let Some(tpm) = c.tpm {
-            push(
-                Part::ClientTpm,
-                Window {
-                    key: &c.tpm_key,
-                    limit: tpm,
-                    cost: estimate,
-                    span,
-                    alone_ok: true,
-                },
-            );
+            push(Part::ClientTpm, sliding(&c.tpm_key, tpm, estimate, true));
         }
     }
     if let Some(rpm) = lim.rpm {
-        push(
-            Part::DepRpm,
-            Window {
-                key: &dep_rpm,
-                limit: u64::from(rpm),
-                cost: 1,
-                span,
-                alone_ok: false,
-            },
-        );
+        push(Part::DepRpm, sliding(&dep_rpm, rpm.into(), 1, false));
     }
     if let Some(tpm) = lim.tpm {
-        push(
-            Part::DepTpm,
-            Window {
-                key: &dep_tpm,
-                limit: tpm,
-                cost: estimate,
-                span,
-                alone_ok: true,
-            },
-        );
+        push(Part::DepTpm, sliding(&dep_tpm, tpm, estimate, true));
     }
     if let Some((_, more, w)) = &budget {
         let fixed = Span::Fixed {
@@ -186,9 +149,8 @@ pub async fn admit(
             },
         );
     }
-    // A key issued at run time is checked against the fleet's revocations
-    // in the same round trip (even when nothing else is shared).
-    let issued = ctx.key_id.clone().filter(|k| k.starts_with("key-"));
+    // Checked in the same round trip even when nothing else is shared.
+    let issued = issued_key(ctx);
     if windows.is_empty() && issued.is_none() {
         return Verdict::Local;
     }
@@ -200,13 +162,7 @@ pub async fn admit(
     let used = match answer {
         Err(u) => return Verdict::Unavailable { reject: u.reject },
         Ok(Admission::Refused { index, .. }) => return refused(parts[index], dep, ctx),
-        Ok(Admission::Revoked) => {
-            ctx.client_rejected = true;
-            return Verdict::Refused(GatewayError::client(
-                ErrorCode::AuthFailed,
-                "invalid API key",
-            ));
-        }
+        Ok(Admission::Revoked) => return Verdict::Refused(revoked(ctx)),
         Ok(Admission::Admitted(used)) => used,
     };
     let at = |p: Part| parts.iter().position(|&q| q == p);
@@ -243,6 +199,40 @@ pub async fn admit(
     }))
 }
 
+/// One of the request's rate windows (rpm, tpm) on the fleet's counts.
+fn sliding(key: &str, limit: u64, cost: u64, alone_ok: bool) -> Window<'_> {
+    Window {
+        key,
+        limit,
+        cost,
+        span: Span::Sliding(RATE_WINDOW.as_millis() as u64),
+        alone_ok,
+    }
+}
+
+/// A virtual key issued at run time (`key-…`): the fleet's revoked set is
+/// checked for it.
+fn issued_key(ctx: &RequestCtx) -> Option<Arc<str>> {
+    ctx.key_id.clone().filter(|k| k.starts_with("key-"))
+}
+
+/// The key was revoked on some instance.
+fn revoked(ctx: &mut RequestCtx) -> GatewayError {
+    ctx.client_rejected = true;
+    GatewayError::client(ErrorCode::AuthFailed, "invalid API key")
+}
+
+/// The client's own window (`rpm` or `tpm`) is full.
+fn client_limited(reason: &'static str, ctx: &mut RequestCtx) -> GatewayError {
+    ctx.client_rejected = true;
+    LimitRejection {
+        scope: Scope::Client,
+        reason,
+        retry_after: window_retry(),
+    }
+    .to_error()
+}
+
 fn refused(part: Part, dep: &DeploymentRt, ctx: &mut RequestCtx) -> Verdict {
     let limit = |scope, reason| LimitRejection {
         scope,
@@ -250,15 +240,8 @@ fn refused(part: Part, dep: &DeploymentRt, ctx: &mut RequestCtx) -> Verdict {
         retry_after: window_retry(),
     };
     Verdict::Refused(match part {
-        Part::ClientRpm | Part::ClientTpm => {
-            ctx.client_rejected = true;
-            let reason = if part == Part::ClientRpm {
-                "rpm"
-            } else {
-                "tpm"
-            };
-            limit(Scope::Client, reason).to_error()
-        }
+        Part::ClientRpm => client_limited("rpm", ctx),
+        Part::ClientTpm => client_limited("tpm", ctx),
         Part::DepRpm | Part::DepTpm => {
             let reason = if part == Part::DepRpm { "rpm" } else { "tpm" };
             let mut e = limit(Scope::Deployment, reason).to_error();
@@ -288,18 +271,12 @@ pub async fn admit_client(fleet: &Arc<Fleet>, ctx: &mut RequestCtx) -> Result<()
     let Some(c) = ctx.shared.client.take() else {
         return Ok(());
     };
-    let span = Span::Sliding(RATE_WINDOW.as_millis() as u64);
-    let mut windows = Vec::with_capacity(2);
-    if let Some(rpm) = c.rpm {
-        windows.push(Window {
-            key: &c.rpm_key,
-            limit: u64::from(rpm),
-            cost: 1,
-            span,
-            alone_ok: false,
-        });
-    }
-    let issued = ctx.key_id.clone().filter(|k| k.starts_with("key-"));
+    let windows: Vec<Window<'_>> = c
+        .rpm
+        .map(|rpm| sliding(&c.rpm_key, rpm.into(), 1, false))
+        .into_iter()
+        .collect();
+    let issued = issued_key(ctx);
     if windows.is_empty() && issued.is_none() {
         return Ok(());
     }
@@ -321,22 +298,8 @@ pub async fn admit_client(fleet: &Arc<Fleet>, ctx: &mut RequestCtx) -> Result<()
             });
             Ok(())
         }
-        Ok(Admission::Refused { .. }) => {
-            ctx.client_rejected = true;
-            Err(LimitRejection {
-                scope: Scope::Client,
-                reason: "rpm",
-                retry_after: window_retry(),
-            }
-            .to_error())
-        }
-        Ok(Admission::Revoked) => {
-            ctx.client_rejected = true;
-            Err(GatewayError::client(
-                ErrorCode::AuthFailed,
-                "invalid API key",
-            ))
-        }
+        Ok(Admission::Refused { .. }) => Err(client_limited("rpm", ctx)),
+        Ok(Admission::Revoked) => Err(revoked(ctx)),
         // Redis away: this instance's share, on its own counter.
         Err(u) if u.reject => {
             ctx.client_rejected = true;

@@ -150,6 +150,9 @@ pub struct Fleet {
     redis: ArcSwapOption<RedisState>,
     at: Endpoint,
     prefix: String,
+    /// `{prefix}revoked`, the set every admission checks (named once, not
+    /// per request).
+    revoked_key: String,
     pub instance: Arc<str>,
     started_at_ms: u64,
     reject: bool,
@@ -198,6 +201,7 @@ impl Fleet {
         Arc::new(Fleet {
             redis: ArcSwapOption::empty(),
             at,
+            revoked_key: format!("{prefix}revoked"),
             prefix,
             instance: instance.into(),
             started_at_ms: now_ms(),
@@ -318,8 +322,7 @@ impl Fleet {
         let Some(r) = self.redis() else {
             return Err(self.unavailable());
         };
-        let set = self.key("revoked");
-        let revoked = key_id.map(|id| (set.as_str(), id));
+        let revoked = key_id.map(|id| (self.revoked_key.as_str(), id));
         match tokio::time::timeout(SLOW, r.admit_key(windows, revoked, now_ms)).await {
             Ok(Ok(a)) => {
                 self.answered();
@@ -417,7 +420,7 @@ impl Fleet {
         let keys = self.key("keys");
         let write = async {
             ::redis::cmd("SADD")
-                .arg(self.key("revoked"))
+                .arg(&self.revoked_key)
                 .arg(id)
                 .query_async::<()>(&mut c)
                 .await?;
@@ -476,7 +479,7 @@ impl Fleet {
     /// Every live key the fleet shares, and the ids revoked anywhere
     /// (`None`: Redis is away).
     pub async fn all_keys(&self) -> Option<(Vec<SharedKey>, Vec<String>)> {
-        let (keys, revoked) = (self.key("keys"), self.key("revoked"));
+        let (keys, revoked) = (self.key("keys"), self.revoked_key.clone());
         let (all, revoked): (HashMap<String, String>, Vec<String>) = self
             .read(|r| async move {
                 let mut c = r.conn();
