@@ -1,19 +1,21 @@
-//! Shared state in Redis (contract §7), first pieces: admission against
-//! fleet-wide sliding windows in one round trip, and circuit transitions as
-//! versioned events on a Redis Stream. A request's limits (the
-//! client's rpm and tpm, the deployment's) are checked and charged together
-//! by one server-side script: the decision is made on the shared count,
-//! never on a local copy, and either every window takes the request or none
-//! is charged. Not yet wired to `state.backend: redis` (still refused by
-//! `check`): the rest of the shared state follows behind the same store.
+//! The fleet's shared state on Redis (contract §7), below [`super::fleet`]:
+//! the connection (one server, found through Sentinel, or a Cluster), the
+//! server-side scripts and the key layout.
 //!
-//! A window is one hash per limiter: field = bucket number (the window is
-//! cut into `BUCKETS` buckets), value = what was charged in it. The script
-//! sums the live buckets, drops the ones that slid out, and charges the
-//! current one. Keys expire after two spans of silence.
+//! - Admission: a request's limits (the client's rpm and tpm, the
+//!   deployment's, a budget's counter) and the revoked-key check run as one
+//!   script — the decision on the shared count, never on a local copy, and
+//!   either every window takes the request or none is charged. Requests'
+//!   scripts are written in pipelines (`batch_admissions`).
+//! - A sliding window is one hash per limiter: a field per bucket (the
+//!   window is cut into [`BUCKETS`]), `t` their sum and `o` the oldest bucket
+//!   it may hold, so a read costs two fields however full it is; slid-out
+//!   buckets are dropped as they go. Keys expire after two spans of silence.
+//! - Circuit transitions, issued and revoked keys: versioned entries on the
+//!   `{prefix}events` stream.
 //!
-//! Redis Cluster needs every key of one script in one slot: callers give a
-//! request's keys one hash tag (`{client}`), or call once per slot.
+//! Redis Cluster needs every key of one script in one slot: on a Cluster
+//! every key carries the prefix as its hash tag ([`super::fleet::Fleet::new`]).
 
 use ::redis::aio::ConnectionManager;
 

@@ -13,7 +13,7 @@
 //! connection goes back to its thread's idle list when the response body
 //! ends ([`UpstreamBody`]) and a checkout pops the most recent one; an HTTP/2
 //! connection is shared by the requests to its host, up to
-//! [`H2_STREAMS_PER_CONN`] at once (then another is opened). Each worker sweeps
+//! `H2_STREAMS_PER_CONN` at once (then another is opened). Each worker sweeps
 //! its idle connections every `SWEEP_EVERY` ([`sweep_idle`]): those the
 //! upstream closed or that idled too long are let go. While an HTTPS
 //! origin's first connection (or an HTTP/2 origin's next one) is being
