@@ -68,7 +68,7 @@ async fn three(redis: &Redis) -> Vec<Instance> {
     let gws = fleet(&yaml(redis, ""), 3, ENVS).await;
     // Every instance has joined (seen the others' heartbeats).
     for g in &gws {
-        wait_for(
+        common::eventually(
             || async {
                 g.admin_json("/admin/state").await["instances"]
                     .as_array()
@@ -80,21 +80,6 @@ async fn three(redis: &Redis) -> Vec<Instance> {
         .await;
     }
     gws
-}
-
-async fn wait_for<F, Fut>(mut check: F, what: &str)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(10) {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("not within 10 s: {what}");
 }
 
 fn chat(model: &str, extra: Value) -> Value {
@@ -341,7 +326,7 @@ async fn admin_state_lists_the_live_instances_with_their_config_version() {
     assert_eq!(s["shared_state"], "redis");
     // One leaves: the others stop listing it.
     gws[2].stop().await;
-    wait_for(
+    common::eventually(
         || async {
             gws[0].admin_json("/admin/state").await["instances"]
                 .as_array()
@@ -414,7 +399,7 @@ async fn killing_redis_under_traffic_fails_no_request_and_limits_are_global_agai
     // Redis is back: every instance re-joins, and a limit is the fleet's again.
     let _redis = Redis::start_on(port);
     for g in &gws {
-        wait_for(
+        common::eventually(
             || async { g.admin_json("/admin/state").await["shared_state"] == "redis" },
             "re-joined the shared state",
         )
@@ -433,7 +418,7 @@ async fn while_redis_is_away_each_instance_admits_its_share_of_a_limit() {
     redis.kill();
     // The first request that finds Redis gone goes local at once.
     for g in &gws {
-        wait_for(
+        common::eventually(
             || async { g.admin_json("/admin/state").await["shared_state"] == "local" },
             "noticed Redis is gone",
         )
@@ -454,7 +439,7 @@ async fn on_unavailable_reject_refuses_with_503_while_redis_is_away() {
         "key_prefix: \"fleet:\", on_unavailable: reject }",
     );
     let g = Instance::start(&y, ENVS).await;
-    wait_for(
+    common::eventually(
         || async { g.admin_json("/admin/state").await["shared_state"] == "redis" },
         "joined",
     )
@@ -728,13 +713,13 @@ async fn health_seen_by_one_instance_is_merged_into_the_others() {
     let seen_by_gw0 = health(&gws[0], "oa/m").await;
     assert!(seen_by_gw0 < 0.9, "{seen_by_gw0}");
     // gw1 saw nothing itself; within its heartbeats it has gw0's view too.
-    wait_for(
+    common::eventually(
         || async { health(&gws[1], "oa/m").await < 1.0 },
         "gw1 merges gw0's health",
     )
     .await;
     // Every instance ends on the same mean of the three views.
-    wait_for(
+    common::eventually(
         || async {
             let (a, b) = (health(&gws[0], "oa/m").await, health(&gws[2], "oa/m").await);
             (a - b).abs() < 0.02 && a < 1.0
@@ -812,7 +797,7 @@ async fn a_fleet_on_redis_over_tls_shares_its_limits() {
         ENVS,
     )
     .await;
-    wait_for(
+    common::eventually(
         || async {
             let m = stranger.metrics().await;
             metric(
@@ -857,7 +842,7 @@ async fn a_fleet_found_through_sentinel_follows_a_failover() {
             all
         }
     };
-    wait_for(joined(2), "both joined via Sentinel").await;
+    common::eventually(joined(2), "both joined via Sentinel").await;
     let rs = burst(&gws, 120, "client-secret", chat("open", json!({}))).await;
     assert!((57..=63).contains(&count(&rs, 200)), "{}", count(&rs, 200));
 
@@ -930,7 +915,7 @@ async fn a_fleet_on_a_redis_cluster_shares_limits_and_circuits() {
     );
     let gws = fleet(&y, 3, ENVS).await;
     for g in &gws {
-        wait_for(
+        common::eventually(
             || async {
                 g.admin_json("/admin/state").await["instances"]
                     .as_array()

@@ -10,6 +10,25 @@ pub mod otlp;
 pub mod postgres;
 pub mod redis;
 
+/// Wait until `check` holds, asking again every 25 ms, for at most 10 s;
+/// panics naming `what` if it never does. The one polling helper for every
+/// test that waits on something asynchronous (a log line written, a state
+/// shared, a process up).
+pub async fn eventually<F, Fut>(mut check: F, what: &str)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(10) {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("not within 10 s: {what}");
+}
+
 /// A port nothing listens on now (for a server a test starts itself).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
