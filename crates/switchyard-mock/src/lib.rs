@@ -172,6 +172,7 @@ mod responses;
 mod server;
 mod text;
 mod tokens;
+mod tracked;
 
 pub use behavior::{Behavior, Fault, ToolLoop};
 pub use server::{MockServer, RecordedRequest, MAX_RECORDED};

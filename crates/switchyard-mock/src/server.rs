@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     default: Mutex<Option<Arc<Behavior>>>,
     keys: Mutex<Arc<Vec<String>>>,
     shutdown: watch::Sender<bool>,
+    /// Response bodies the client dropped before their end.
+    abandoned: Arc<AtomicUsize>,
 }
 
 impl Shared {
@@ -137,6 +139,7 @@ impl MockServer {
             default: Mutex::new(None),
             keys: Mutex::new(Arc::new(Vec::new())),
             shutdown,
+            abandoned: Arc::default(),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         Ok(MockServer {
@@ -165,6 +168,12 @@ impl MockServer {
     /// Number of requests received since start (or the last [`clear_requests`](Self::clear_requests)).
     pub fn request_count(&self) -> usize {
         self.shared.count.load(Ordering::Relaxed)
+    }
+
+    /// Responses whose client went away before their body ended (a gateway
+    /// that stopped an upstream call mid-stream).
+    pub fn abandoned_bodies(&self) -> usize {
+        self.shared.abandoned.load(Ordering::Relaxed)
     }
 
     /// Forget recorded requests and reset the counter.
@@ -240,7 +249,14 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let conn_shared = shared.clone();
         let mut shutdown = shared.shutdown.subscribe();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| handler::handle(conn_shared.clone(), req));
+            let svc = service_fn(move |req| {
+                let shared = conn_shared.clone();
+                async move {
+                    let abandoned = shared.abandoned.clone();
+                    let resp = handler::handle(shared, req).await?;
+                    Ok::<_, std::io::Error>(resp.map(|b| crate::tracked::tracked(b, abandoned)))
+                }
+            });
             let conn = http1::Builder::new()
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), svc);

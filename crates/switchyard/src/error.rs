@@ -25,10 +25,13 @@ pub enum ErrorCode {
     NoHealthyDeployment,
     PayloadTooLarge,
     UnknownEndpoint,
+    /// The client did not send its whole request within
+    /// `server.body_timeout` (contract §8): 408, and the connection closes.
+    RequestTimeout,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::RateLimited,
         ErrorCode::Overloaded,
         ErrorCode::UpstreamError,
@@ -45,6 +48,7 @@ impl ErrorCode {
         ErrorCode::NoHealthyDeployment,
         ErrorCode::PayloadTooLarge,
         ErrorCode::UnknownEndpoint,
+        ErrorCode::RequestTimeout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +69,7 @@ impl ErrorCode {
             ErrorCode::NoHealthyDeployment => "no_healthy_deployment",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::UnknownEndpoint => "unknown_endpoint",
+            ErrorCode::RequestTimeout => "request_timeout",
         }
     }
 
@@ -85,6 +90,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::ModelNotFound | ErrorCode::UnknownEndpoint => StatusCode::NOT_FOUND,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -127,7 +133,7 @@ impl ErrorCode {
                 "invalid_request_error"
             }
             ErrorCode::PayloadTooLarge => "invalid_request_error",
-            ErrorCode::Timeout => "timeout_error",
+            ErrorCode::Timeout | ErrorCode::RequestTimeout => "timeout_error",
             ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => "service_unavailable_error",
             ErrorCode::UpstreamError | ErrorCode::ConnectionError => "api_error",
         }
@@ -230,7 +236,7 @@ mod tests {
     /// Walks the whole contract §4 table.
     #[test]
     fn contract_table() {
-        let expect: [(&str, u16, bool, bool); 15] = [
+        let expect: [(&str, u16, bool, bool); 17] = [
             ("rate_limited", 429, true, true),
             ("overloaded", 503, true, true),
             ("upstream_error", 502, true, true),
@@ -246,6 +252,8 @@ mod tests {
             ("gateway_rate_limited", 429, false, false),
             ("no_healthy_deployment", 503, false, false),
             ("payload_too_large", 413, false, false),
+            ("unknown_endpoint", 404, false, false),
+            ("request_timeout", 408, false, false),
         ];
         for (code, (name, status, retry, fall)) in ErrorCode::ALL.into_iter().zip(expect) {
             assert_eq!(code.as_str(), name);

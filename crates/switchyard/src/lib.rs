@@ -38,3 +38,4 @@ pub mod sinks;
 pub mod state;
 pub mod tokenize;
 pub mod usage;
+pub mod write_stall;

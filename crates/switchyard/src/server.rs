@@ -26,6 +26,7 @@ use crate::observe::decision_log::DecisionSink;
 use crate::state::live::Live;
 use crate::state::memory::MemoryStore;
 use crate::state::store::Registry;
+use crate::write_stall::WriteStall;
 
 /// Where client connections are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +155,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         tasks.push(sync_issued_keys(app.clone(), u.clone(), shutdown.clone()));
     }
     let mut threads = Vec::new();
+    let open = OpenConnections::default();
     let addr = match opts.workers {
         Workers::Current => {
             let client = bind(listen, false).await?;
@@ -161,6 +163,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
             tasks.push(tokio::spawn(serve_http1(
                 client,
                 ClientService::new(app.clone()),
+                open,
                 shutdown.clone(),
             )));
             addr
@@ -173,7 +176,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
                 listeners.push(bind(addr, true).await?);
             }
             for (i, l) in listeners.into_iter().enumerate() {
-                threads.push(worker(i, l, app.clone(), shutdown.clone())?);
+                threads.push(worker(i, l, app.clone(), open.clone(), shutdown.clone())?);
             }
             addr
         }
@@ -242,6 +245,7 @@ fn worker(
     i: usize,
     listener: TcpListener,
     app: App,
+    open: OpenConnections,
     stop: CancellationToken,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     let listener = listener.into_std().map_err(|e| e.to_string())?;
@@ -260,7 +264,7 @@ fn worker(
             };
             rt.block_on(async move {
                 match TcpListener::from_std(listener) {
-                    Ok(l) => serve_http1(l, ClientService::new(app), stop).await,
+                    Ok(l) => serve_http1(l, ClientService::new(app), open, stop).await,
                     Err(e) => tracing::error!("worker {i} cannot use its listener: {e}"),
                 }
             });
@@ -313,7 +317,96 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for ClientSer
     }
 }
 
-async fn serve_http1(listener: TcpListener, service: ClientService, stop: CancellationToken) {
+/// The open client connections of every worker thread, bounded by
+/// `server.max_connections` (contract §8): one atomic step per connection,
+/// none per request.
+#[derive(Clone, Default)]
+struct OpenConnections(Arc<std::sync::atomic::AtomicUsize>);
+
+/// One counted connection; uncounted when it ends.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl OpenConnections {
+    /// A place for one more connection, unless `max` are open already.
+    fn take(&self, max: usize) -> Option<Counted> {
+        use std::sync::atomic::Ordering;
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Counted(self.0.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// How long a client's connection may read nothing before it is closed:
+/// the longest `stream_idle` of any provider, so a stream is never cut for
+/// a gap its own upstream may take (contract §8).
+fn stall_limit(app: &App) -> std::time::Duration {
+    let live = app.live.load();
+    live.config
+        .providers
+        .values()
+        .map(|p| p.timeouts.stream_idle)
+        .max()
+        .unwrap_or(std::time::Duration::from_secs(60))
+}
+
+/// What a connection past `server.max_connections` gets, at once: 503 in
+/// the OpenAI envelope, and the connection closed.
+const TOO_MANY_CONNECTIONS: &str = r#"{"error":{"message":"the gateway has too many open connections (server.max_connections)","type":"service_unavailable_error","code":"overloaded","param":null}}"#;
+
+/// Answer a connection past the bound and close it. The request's head is
+/// read first (briefly: a client that sends nothing gets the answer
+/// anyway), so HTTP clients see an answer to their request; after it,
+/// whatever else the client sends is read and dropped for a moment
+/// (closing a socket with unread bytes resets it, and the client could lose
+/// the answer). A second at most, so refused connections never pile up.
+async fn refuse(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = [0u8; 4096];
+    let head = async {
+        let mut seen: Vec<u8> = Vec::new();
+        while seen.len() < 16 * 1024 && memchr::memmem::find(&seen, b"\r\n\r\n").is_none() {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(250), head).await;
+    let answer = async {
+        let head = format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+            TOO_MANY_CONNECTIONS.len()
+        );
+        tcp.write_all(head.as_bytes()).await?;
+        tcp.write_all(TOO_MANY_CONNECTIONS.as_bytes()).await?;
+        tcp.shutdown().await?;
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match tcp.read(&mut buf).await? {
+                0 => break,
+                n => left = left.saturating_sub(n),
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), answer).await;
+}
+
+async fn serve_http1(
+    listener: TcpListener,
+    service: ClientService,
+    open: OpenConnections,
+    stop: CancellationToken,
+) {
     tokio::spawn(sweep_upstream_idle(stop.clone()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
@@ -332,14 +425,26 @@ async fn serve_http1(listener: TcpListener, service: ClientService, stop: Cancel
         };
         // Nagle + delayed ACK would add ~40 ms to every small response.
         let _ = tcp.set_nodelay(true);
+        let server = service.app.live.load().config.server.clone();
+        let Some(counted) = open.take(server.max_connections) else {
+            tokio::spawn(refuse(tcp));
+            continue;
+        };
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
+            // Headers dribbled byte by byte hold the connection no longer
+            // than a body may take (contract §8).
+            .header_read_timeout(server.body_timeout)
             // Small answers: one copy into one buffer beats a two-part writev.
             .writev(false)
-            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service.clone());
+            .serve_connection(
+                hyper_util::rt::TokioIo::new(WriteStall::new(tcp, stall_limit(&service.app))),
+                service.clone(),
+            );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(counted);
         });
     }
     // New connections are refused (the listening socket closes now, not

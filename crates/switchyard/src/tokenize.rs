@@ -103,6 +103,68 @@ impl Vocab {
     }
 }
 
+/// The tokens of output text a call of `model` produced (what a stream cut
+/// short is billed for). Counted on the blocking pool: the first count
+/// loads the vocabulary (~100 ms), which must not stall the worker thread's
+/// other requests. Only cut or usage-less streams come here.
+pub async fn count_output(model: &str, text: String) -> u64 {
+    if text.is_empty() {
+        return 0;
+    }
+    let v = Vocab::for_model(model);
+    let fallback = text.len().div_ceil(4) as u64;
+    tokio::task::spawn_blocking(move || count_bounded(v, &text))
+        .await
+        .unwrap_or(fallback)
+}
+
+/// Bytes run through the BPE at most per count; past it the rest is
+/// counted at the sample's tokens per byte.
+const SAMPLE: usize = 64 * 1024;
+/// The longest piece handed to the BPE at once. BPE merging is quadratic in
+/// a piece's length, and a run with no space (`xxxx…`, base64) is one
+/// piece: cut at this length it costs what ordinary text does (a 5 MB run
+/// took minutes whole).
+const PIECE: usize = 128;
+
+/// [`Vocab::count`] with bounded work, whatever the text (an upstream's
+/// output is not ours to trust): pieces cut at a space where there is one
+/// (where the tokenizer cuts too, so ordinary text counts the same), else
+/// every [`PIECE`] bytes; at most [`SAMPLE`] bytes counted, the rest
+/// extrapolated.
+pub fn count_bounded(v: Vocab, text: &str) -> u64 {
+    let mut counted = 0usize;
+    let mut tokens = 0u64;
+    let mut rest = text;
+    while !rest.is_empty() && counted < SAMPLE {
+        let cut = piece_end(rest);
+        tokens += v.count(&rest[..cut]);
+        counted += cut;
+        rest = &rest[cut..];
+    }
+    if rest.is_empty() {
+        return tokens;
+    }
+    let per_byte = tokens as f64 / counted.max(1) as f64;
+    tokens + (rest.len() as f64 * per_byte).ceil() as u64
+}
+
+/// Where the next piece of `s` ends: before the last space within
+/// [`PIECE`] bytes, else at a character boundary near it.
+fn piece_end(s: &str) -> usize {
+    if s.len() <= PIECE {
+        return s.len();
+    }
+    let mut end = PIECE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    match s[..end].rfind(' ') {
+        Some(at) if at > 0 => at,
+        _ => end.max(1),
+    }
+}
+
 /// The prompt tokens of `req` sent to `model`.
 pub fn count_chat(req: &ChatRequest, model: &str) -> u64 {
     let v = Vocab::for_model(model);
@@ -227,6 +289,29 @@ mod tests {
         assert_eq!(Vocab::O200k.count(""), 0);
         // Special-token text is ordinary text, never a control token.
         assert!(Vocab::O200k.count("<|endoftext|>") > 1);
+    }
+
+    #[test]
+    fn bounded_counts_match_ordinary_text_and_stay_cheap_on_hostile_text() {
+        let prose = "The quick brown fox jumps over the lazy dog; 東京は晴れです。 ".repeat(40);
+        let exact = Vocab::O200k.count(&prose);
+        let bounded = count_bounded(Vocab::O200k, &prose);
+        assert!(
+            exact.abs_diff(bounded) * 100 <= exact,
+            "exact {exact}, bounded {bounded}"
+        );
+        // One 2 MB word (BPE's quadratic case) and 2 MB of text past the
+        // sample: both finish, and neither is counted as nothing.
+        let run = "x".repeat(2 << 20);
+        let n = count_bounded(Vocab::O200k, &run);
+        assert!(n > (2 << 20) / 64, "{n}");
+        let long = prose.repeat(1_000);
+        let n = count_bounded(Vocab::O200k, &long);
+        let per_copy = exact as f64;
+        assert!(
+            ((n as f64) / 1_000.0 - per_copy).abs() <= per_copy * 0.02,
+            "{n} for 1000 × {exact}"
+        );
     }
 
     #[test]

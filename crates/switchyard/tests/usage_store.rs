@@ -32,6 +32,7 @@ fn row(ts_ms: i64, route: &str, cost: f64) -> UsageRow {
         deployment: Some(Arc::from("p/m")),
         status: 200,
         outcome: "ok",
+        usage_estimated: false,
         stream: false,
         cache: "off",
         input_tokens: 10,

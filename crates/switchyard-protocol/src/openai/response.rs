@@ -116,9 +116,27 @@ pub struct PassChoice<'a> {
 pub struct PassDelta<'a> {
     #[serde(default, borrow)]
     pub content: Option<Cow<'a, str>>,
-    /// Only whether there are any.
-    #[serde(default)]
-    pub tool_calls: Option<serde::de::IgnoredAny>,
+    /// DeepSeek-style reasoning text (billed as output).
+    #[serde(default, borrow)]
+    pub reasoning_content: Option<Cow<'a, str>>,
+    /// What a call cut short is billed for, and that a tool call is open.
+    #[serde(default, borrow)]
+    pub tool_calls: Option<Vec<PassToolCall<'a>>>,
+}
+
+/// A tool call's delta on the pass: its name and argument text only.
+#[derive(Debug, Deserialize)]
+pub struct PassToolCall<'a> {
+    #[serde(default, borrow)]
+    pub function: Option<PassFunction<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PassFunction<'a> {
+    #[serde(default, borrow)]
+    pub name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub arguments: Option<Cow<'a, str>>,
 }
 
 /// Just what a forwarded answer is accounted by: the upstream's model and

@@ -47,6 +47,9 @@ pub struct Seen {
     pub usage: Option<Usage>,
     /// Answer text forwarded so far (what a resume would prefill).
     pub text: String,
+    /// The rest of the output forwarded so far — reasoning, tool names and
+    /// arguments: what a call cut short is billed for beside `text`.
+    pub other: String,
     pub in_tool_call: bool,
     /// OpenAI pass: the envelope has been read (from the first chunk).
     pub enveloped: bool,
@@ -77,6 +80,22 @@ impl Capture {
 }
 
 impl Seen {
+    /// Bytes of output relayed so far.
+    pub fn relayed(&self) -> usize {
+        self.text.len() + self.other.len()
+    }
+
+    /// Every output text relayed so far, in one piece (to count its tokens).
+    pub fn relayed_text(&self) -> String {
+        let mut all = String::with_capacity(self.relayed() + 1);
+        all.push_str(&self.text);
+        if !self.other.is_empty() {
+            all.push('\n');
+            all.push_str(&self.other);
+        }
+        all
+    }
+
     fn observe(&mut self, ev: &StreamEvent) {
         match ev {
             StreamEvent::Start { model, id, created } if self.at.model.is_none() => {
@@ -85,7 +104,12 @@ impl Seen {
                 self.at.created = Some(*created).filter(|c| *c > 0);
             }
             StreamEvent::TextDelta(t) => self.text.push_str(t),
-            StreamEvent::ToolCallStart { .. } => self.in_tool_call = true,
+            StreamEvent::ReasoningDelta { text, .. } => self.other.push_str(text),
+            StreamEvent::ToolCallStart { name, .. } => {
+                self.in_tool_call = true;
+                self.other.push_str(name);
+            }
+            StreamEvent::ToolCallDelta { arguments, .. } => self.other.push_str(arguments),
             StreamEvent::Usage(u) => self.usage = Some(*u),
             StreamEvent::Finish { reason, .. } => self.finish = Some(*reason),
             _ => {}
@@ -312,7 +336,17 @@ fn openai_pass(ev: &SseEvent, include_usage: bool, seen: &mut Seen) -> Step {
             if let Some(t) = &d.content {
                 seen.text.push_str(t);
             }
-            seen.in_tool_call |= d.tool_calls.is_some();
+            if let Some(t) = &d.reasoning_content {
+                seen.other.push_str(t);
+            }
+            if let Some(calls) = &d.tool_calls {
+                seen.in_tool_call = true;
+                for f in calls.iter().filter_map(|c| c.function.as_ref()) {
+                    seen.other.push_str(f.name.as_deref().unwrap_or_default());
+                    seen.other
+                        .push_str(f.arguments.as_deref().unwrap_or_default());
+                }
+            }
         }
         if let Some(f) = &c.finish_reason {
             seen.finish = Some(FinishReason::from_openai(f));

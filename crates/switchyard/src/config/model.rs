@@ -39,6 +39,12 @@ pub struct Server {
     /// Bytes.
     pub max_body: usize,
     pub sse_keepalive: Duration,
+    /// The whole request body (and its headers) must arrive within this,
+    /// else 408 and the connection is closed: a dribbling client cannot
+    /// hold a connection open.
+    pub body_timeout: Duration,
+    /// Open client connections at most; past it a new one gets 503 at once.
+    pub max_connections: usize,
     /// The admin API's bearer key (the value of `admin_key_env`'s variable).
     pub admin_key: Option<Secret<String>>,
 }

@@ -40,6 +40,8 @@ pub struct RawServer {
     pub admin_listen: Opt<String>,
     pub max_body: Opt<u64>,
     pub sse_keepalive: Opt<Duration>,
+    pub body_timeout: Opt<Duration>,
+    pub max_connections: Opt<u64>,
     pub admin_key_env: Opt<String>,
 }
 
@@ -232,6 +234,8 @@ pub fn decode(d: &mut Diags, root: &Node) -> RawConfig {
             "admin_key_env",
             "max_body",
             "sse_keepalive",
+            "body_timeout",
+            "max_connections",
         ],
     ) {
         raw.server = RawServer {
@@ -239,6 +243,8 @@ pub fn decode(d: &mut Diags, root: &Node) -> RawConfig {
             admin_listen: s.get(d, "admin_listen", f::string),
             max_body: s.get(d, "max_body", f::size),
             sse_keepalive: s.get(d, "sse_keepalive", f::duration),
+            body_timeout: s.get(d, "body_timeout", f::duration),
+            max_connections: s.get(d, "max_connections", f::uint),
             admin_key_env: s.get(d, "admin_key_env", f::string),
         };
     }

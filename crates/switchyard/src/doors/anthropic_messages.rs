@@ -51,9 +51,10 @@ pub fn error_body(e: &GatewayError) -> Vec<u8> {
 /// Anthropic's error `type`, so its SDKs raise their usual exception classes.
 fn error_type(code: ErrorCode) -> &'static str {
     match code {
-        ErrorCode::InvalidRequest | ErrorCode::ContextTooLong | ErrorCode::ContentFiltered => {
-            "invalid_request_error"
-        }
+        ErrorCode::InvalidRequest
+        | ErrorCode::ContextTooLong
+        | ErrorCode::ContentFiltered
+        | ErrorCode::RequestTimeout => "invalid_request_error",
         ErrorCode::AuthFailed => "authentication_error",
         ErrorCode::Forbidden => "permission_error",
         ErrorCode::ModelNotFound | ErrorCode::UnknownEndpoint => "not_found_error",

@@ -1,4 +1,6 @@
-//! Reading the request body within `server.max_body`.
+//! Reading the request body within `server.max_body` and
+//! `server.body_timeout`: a client that dribbles its body (or stops sending
+//! it) gets 408 and loses the connection instead of holding it open.
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -7,7 +9,12 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::error::{ErrorCode, GatewayError};
 
-pub async fn read(body: Body, headers: &HeaderMap, max: usize) -> Result<Bytes, GatewayError> {
+pub async fn read(
+    body: Body,
+    headers: &HeaderMap,
+    server: &crate::config::Server,
+) -> Result<Bytes, GatewayError> {
+    let max = server.max_body;
     let too_large = || {
         GatewayError::client(
             ErrorCode::PayloadTooLarge,
@@ -21,7 +28,17 @@ pub async fn read(body: Body, headers: &HeaderMap, max: usize) -> Result<Bytes, 
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    match Limited::new(body, max).collect().await {
+    let whole = tokio::time::timeout(server.body_timeout, Limited::new(body, max).collect());
+    let Ok(collected) = whole.await else {
+        return Err(GatewayError::client(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within server.body_timeout ({} s)",
+                server.body_timeout.as_secs_f64()
+            ),
+        ));
+    };
+    match collected {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
         Err(e) => Err(GatewayError::invalid(

@@ -86,7 +86,7 @@ pub(crate) async fn admit<'l>(
         ctx.client = Some(p.id.clone());
         ctx.key_id = Some(p.key_id.clone());
     }
-    let bytes = super::body::read(body, headers, live.config.server.max_body).await?;
+    let bytes = super::body::read(body, headers, &live.config.server).await?;
     let normalized = (for_cache || ctx.wants_input_hash()).then(|| normalize(&bytes));
     if ctx.wants_input_hash() {
         ctx.input_hash = normalized.as_ref().map(Normalized::hex);

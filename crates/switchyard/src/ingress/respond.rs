@@ -25,6 +25,11 @@ fn error_response(body: Vec<u8>, e: &GatewayError, request_id: &str) -> Response
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         h.insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
     }
+    // A client too slow to send its request loses the connection too
+    // (hyper closes it after this answer): it cannot dribble another.
+    if e.code == crate::error::ErrorCode::RequestTimeout {
+        h.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
     resp
 }
 

@@ -243,6 +243,12 @@ pub struct RequestCtx {
     pub dropped_tools: Vec<String>,
     pub status: u16,
     pub error: Option<&'static str>,
+    /// `ok`, a contract §4 code, or `client_closed` (the client went away
+    /// before the answer was whole).
+    pub outcome: &'static str,
+    /// The tokens are the gateway's count, not the upstream's (a stream cut
+    /// short, an upstream that reports no usage).
+    pub usage_estimated: bool,
     pub skipped_events: u32,
     /// Retries made on the same deployment.
     pub retries: u32,
@@ -265,6 +271,17 @@ pub struct RequestCtx {
     /// The stream broke after its first byte reached the client.
     #[serde(skip)]
     pub interrupted: bool,
+    /// An upstream call is out and its answer not yet in (its deployment's
+    /// prices): if the client goes away now, the prompt was sent and is
+    /// charged (contract §8).
+    #[serde(skip)]
+    pub in_flight: Option<InFlight>,
+}
+
+/// An upstream call on its way (see [`RequestCtx::in_flight`]).
+#[derive(Debug, Clone, Copy)]
+pub struct InFlight {
+    pub pricing: Option<Pricing>,
 }
 
 impl RequestCtx {
@@ -308,6 +325,8 @@ impl RequestCtx {
             dropped_tools: Vec::new(),
             status: 0,
             error: None,
+            outcome: "ok",
+            usage_estimated: false,
             skipped_events: 0,
             retries: 0,
             transitions: Vec::new(),
@@ -318,6 +337,7 @@ impl RequestCtx {
             sinks,
             emitted: false,
             interrupted: false,
+            in_flight: None,
         }
     }
 
@@ -390,6 +410,11 @@ impl RequestCtx {
         self.settle_budget();
         self.status = status;
         self.error = error.map(|e| e.code.as_str());
+        self.outcome = match (self.error, status) {
+            (Some(code), _) => code,
+            (None, 499) => "client_closed",
+            (None, _) => "ok",
+        };
         self.duration_ms = ms(self.started.elapsed());
         // Each sink sees the whole record once; none blocks (the decision
         // log is buffered, metrics are atomics).
@@ -400,7 +425,21 @@ impl RequestCtx {
 
 impl Drop for RequestCtx {
     fn drop(&mut self) {
-        // The client hung up before we finished: nginx's 499.
+        if self.emitted {
+            return;
+        }
+        // The client hung up before we finished: nginx's 499. A call that
+        // was out is stopped with the request, but the provider read the
+        // prompt: it is charged at the estimate.
+        if let Some(call) = self.in_flight.take() {
+            let sent = Usage {
+                input_tokens: self.prompt_estimate,
+                ..Usage::default()
+            };
+            // Not an attempt of the log yet: the request's totals only.
+            self.add_usage_of(self.attempts.len(), &sent, call.pricing.as_ref());
+            self.usage_estimated = true;
+        }
         self.finish(499, None);
     }
 }

@@ -80,6 +80,10 @@ impl RequestCtx {
         w.int(u64::from(self.status));
         w.raw(b",\"error\":");
         w.opt_string(self.error);
+        w.raw(b",\"outcome\":");
+        w.string(self.outcome);
+        w.raw(b",\"usage_estimated\":");
+        w.bool(self.usage_estimated);
         w.raw(b",\"skipped_events\":");
         w.int(u64::from(self.skipped_events));
         w.raw(b",\"retries\":");

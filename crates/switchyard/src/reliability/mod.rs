@@ -566,6 +566,12 @@ impl Held {
     pub fn settle(self, tokens: u64) {
         self.reservation.settle_used(tokens);
     }
+
+    /// The call is over but its tokens are still being counted: the slot is
+    /// free now, the tpm reservation is settled when the count is in.
+    pub fn release(self) -> limits::Reservation {
+        self.reservation
+    }
 }
 
 /// Send one admitted attempt; its outcome feeds the circuit and health
@@ -583,7 +589,11 @@ pub(crate) async fn attempt(
     let span_id = ctx.trace.map(|_| crate::observe::trace::new_span_id());
     let traced = traced_call(ctx, span_id, call);
     let started = Instant::now();
+    ctx.in_flight = Some(crate::observe::ctx::InFlight {
+        pricing: dep.cfg.pricing,
+    });
     let result = op.send(dep, key, traced.as_ref().unwrap_or(call)).await;
+    ctx.in_flight = None;
     let latency = started.elapsed();
     let st = &dep.state;
     if let Some(t) = st.observe(Instant::now(), result.as_ref().map(|_| ()), latency, probe) {

@@ -8,17 +8,35 @@
 //! error event in the client's dialect, never a silent clean end. The
 //! request's decision-log line is written when the stream ends.
 //!
+//! The relay runs as its own task and hands the client's bytes over a small
+//! channel, so its clocks run whatever the client does (contract §8):
+//! ```text
+//!  upstream ──► relay task ──(channel, a few frames)──► client body (hyper)
+//!                 │  total_by: the stream ends, slot and reservation freed,
+//!                 │            even when the client reads nothing
+//!                 │  client reads nothing for stream_idle: cut off
+//!                 └  client gone (body dropped): the upstream call stops
+//!                    at once and what it produced is charged
+//! ```
+//! A stream that does not end well for the client's sake is charged all the
+//! same: the upstream's own usage when it sent it, else the prompt's
+//! estimate and the output relayed, counted with the tokenizer
+//! (`usage_estimated`); the decision log and the usage row say
+//! `client_closed`.
+//!
 //! Reliability owns this whole lifecycle (timeouts, resumes, the attempts
 //! they make); the client's SSE writer (`ingress::sse_out`) only writes the
 //! bytes.
 
-use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{FutureExt, Stream};
 use switchyard_protocol::sse::KEEPALIVE_FRAME;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::resume::{Resume, MAX_RESUMES};
@@ -45,149 +63,387 @@ pub struct Relay {
     pub cache: Option<crate::state::cache::Slot>,
 }
 
+/// Frames in flight between the relay task and the client's connection:
+/// enough to keep both busy, few enough that a client that stops reading
+/// holds almost nothing.
+const IN_FLIGHT: usize = 4;
+
 /// The client's stream: the held first frame, then every event to the end.
+/// The relay runs on its own task (see the module doc); the body returned
+/// here only hands its frames to the client.
 pub fn relay(
-    mut upstream: Box<UpstreamStream>,
+    upstream: Box<UpstreamStream>,
     served: Arc<DeploymentRt>,
     with: Relay,
+    ctx: RequestCtx,
+) -> ClientBody {
+    let (tx, rx) = mpsc::channel(IN_FLIGHT);
+    let out = Out {
+        tx,
+        idle: with.limits.idle,
+        total_by: with.limits.total_by,
+    };
+    tokio::spawn(run(upstream, served, with, ctx, out));
+    ClientBody { rx, ended: false }
+}
+
+/// One frame for the client, or the mark of a stream that ended as it
+/// should (the channel closing without it is a cut: the client's connection
+/// is then closed mid-body, never ended cleanly).
+enum Frame {
+    Data(Bytes),
+    End,
+}
+
+/// The client's side of the channel, as a response body.
+pub struct ClientBody {
+    rx: mpsc::Receiver<Frame>,
+    ended: bool,
+}
+
+impl Stream for ClientBody {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Frame::Data(b))) => Poll::Ready(Some(Ok(b))),
+            Poll::Ready(Some(Frame::End)) => {
+                self.ended = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(None) => {
+                self.ended = true;
+                Poll::Ready(Some(Err(std::io::Error::other("the stream was cut off"))))
+            }
+        }
+    }
+}
+
+/// Why the client stopped taking the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// The client closed its connection.
+    Gone,
+    /// It read nothing for `stream_idle`.
+    Stalled,
+    /// The total timeout passed while the client was not reading.
+    PastTotal,
+}
+
+/// The sending half, with the clocks that bound a client that stops reading.
+struct Out {
+    tx: mpsc::Sender<Frame>,
+    idle: Duration,
+    total_by: Instant,
+}
+
+impl Out {
+    /// Hand one frame over. Almost always there is room at once (no timer
+    /// is armed); when the client has stopped reading, wait for room at most
+    /// `stream_idle`, and never past the total timeout.
+    async fn send(&self, b: Bytes) -> Result<(), Cut> {
+        let b = match self.tx.try_send(Frame::Data(b)) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Cut::Gone),
+            Err(mpsc::error::TrySendError::Full(f)) => f,
+        };
+        let now = Instant::now();
+        let by = (now + self.idle).min(self.total_by);
+        match tokio::time::timeout_at(by, self.tx.send(b)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Cut::Gone),
+            Err(_) if Instant::now() >= self.total_by => Err(Cut::PastTotal),
+            Err(_) => Err(Cut::Stalled),
+        }
+    }
+
+    /// The stream ended as it should: the client's body ends cleanly.
+    async fn end(&self) {
+        let _ = self.send_end().await;
+    }
+
+    async fn send_end(&self) -> Result<(), Cut> {
+        let by = (Instant::now() + self.idle).min(self.total_by);
+        match tokio::time::timeout_at(by, self.tx.send(Frame::End)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(Cut::Stalled),
+        }
+    }
+}
+
+/// The relay task: the stream from its held first frame to its end.
+async fn run(
+    mut upstream: Box<UpstreamStream>,
+    mut served: Arc<DeploymentRt>,
+    with: Relay,
     mut ctx: RequestCtx,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    out: Out,
+) {
     let Relay {
         resume,
         client,
         limits,
         cache,
     } = with;
-    async_stream::stream! {
-        if let Some(first) = upstream.first.take() {
-            yield Ok::<Bytes, Infallible>(first);
-        }
-        let mut served = served;
-        let mut resumes = 0;
-        // Text already sent before the current upstream took over.
-        let mut prior = String::new();
-        let end: Result<(), GatewayError> = loop {
-            let mut last_event = Instant::now();
-            let mut last_write = last_event;
-            // One timer, re-armed only when it fires: arming a fresh timeout for
-            // every event would cost a timer-wheel insert and remove per chunk.
-            let timer = tokio::time::sleep_until(wake_at(&limits, last_event, last_write));
-            tokio::pin!(timer);
-            let end: Result<(), GatewayError> = loop {
-                let woke = tokio::select! {
-                    biased;
-                    next = upstream.next() => Wake::Upstream(next),
-                    () = &mut timer => Wake::Timer,
-                };
-                match woke {
-                    Wake::Timer => {
-                        let now = Instant::now();
-                        if now >= limits.total_by {
-                            break Err(silent("the stream outlasted the total timeout"));
-                        }
-                        if now >= last_event + limits.idle {
-                            break Err(silent("no stream event within stream_idle"));
-                        }
-                        if now >= last_write + limits.keepalive {
-                            yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
-                            last_write = now;
-                        }
-                        timer.as_mut().reset(wake_at(&limits, last_event, last_write));
-                    }
-                    Wake::Upstream(Err(e)) => break Err(e),
-                    Wake::Upstream(Ok(None)) => break complete_or_cut(&upstream),
-                    Wake::Upstream(Ok(Some(step))) => {
-                        last_event = Instant::now();
-                        match step {
-                            Step::Forward(frame) => {
-                                let (out, after) = coalesce(&mut upstream, frame).await;
-                                yield Ok(out);
-                                last_write = last_event;
-                                match after {
-                                    None | Some(Ok(Some(Step::Skip { .. }))) | Some(Ok(Some(Step::Forward(_)))) => {}
-                                    Some(Ok(None)) => break complete_or_cut(&upstream),
-                                    Some(Ok(Some(Step::Done))) => break Ok(()),
-                                    Some(Ok(Some(Step::Error(e)))) | Some(Err(e)) => break Err(e),
-                                }
-                            }
-                            Step::Skip { .. } => {}
-                            Step::Done => break Ok(()),
-                            Step::Error(e) => break Err(e),
-                        }
-                    }
-                }
-            };
-            let Err(e) = end else { break end };
-            // Broken after the first byte: continue the answer if we can.
-            let interrupted_at = e.code.as_str();
-            if let Some(a) = ctx.attempts.last_mut() {
-                a.outcome = interrupted_at;
+    macro_rules! send_or_cut {
+        ($frame:expr) => {
+            if let Err(cut) = out.send($frame).await {
+                return charge_cut(cut, upstream, &served, client, ctx).await;
             }
-            ctx.interrupted = true;
-            // The broken attempt is over: its slot is free (and its tokens
-            // counted) before a continuation asks for one, possibly on the
-            // same deployment.
-            let used = billed(&upstream.seen, ctx.prompt_estimate);
-            if let Some(h) = upstream.hold.take() {
-                h.settle(used.total());
-            }
-            let text = format!("{prior}{}", upstream.seen.text);
-            let broken = ctx.attempts.len().saturating_sub(1);
-            let next = match &resume {
-                Some(r) if resumes < MAX_RESUMES => r.continue_stream(&e, &served, &text, upstream.position(), upstream.seen.in_tool_call, &mut ctx).await,
-                _ => None,
-            };
-            let Some((mut next, dep)) = next else { break Err(e) };
-            // The broken call was billed by its upstream too.
-            ctx.add_usage_of(broken, &used, served.cfg.pricing.as_ref());
-            resumes += 1;
-            prior = text;
-            if let Some(first) = next.first.take() {
-                yield Ok(first);
-            }
-            upstream = next;
-            served = dep;
-            ctx.served_by(&served.name, &served.model);
         };
-        let used = billed(&upstream.seen, ctx.prompt_estimate);
-        if let Some(h) = upstream.hold.take() {
-            h.settle(used.total());
-        }
-        ctx.add_usage(&used, served.cfg.pricing.as_ref());
-        // The client's own tpm counts what the whole answer used.
-        if let Some(r) = client {
-            r.settle_used(ctx.tokens.input + ctx.tokens.output);
-        }
-        ctx.skipped_events = upstream.seen.skipped;
-        match end {
-            Ok(()) => {
-                yield Ok(upstream.end_frames());
-                // A continued answer was interrupted: never kept.
-                if let (Some(c), false) = (&cache, ctx.interrupted) {
-                    if let Some(answer) = upstream.seen.capture.take().and_then(|a| a.answer.finish()) {
-                        c.keep(answer, &served.name, &served.provider.name);
+    }
+    if let Some(first) = upstream.first.take() {
+        send_or_cut!(first);
+    }
+    let mut resumes = 0;
+    // Text already sent before the current upstream took over.
+    let mut prior = String::new();
+    let end: Result<(), GatewayError> = loop {
+        let mut last_event = Instant::now();
+        let mut last_write = last_event;
+        // One timer, re-armed only when it fires: arming a fresh timeout for
+        // every event would cost a timer-wheel insert and remove per chunk.
+        let timer = tokio::time::sleep_until(wake_at(&limits, last_event, last_write));
+        tokio::pin!(timer);
+        let end: Result<(), GatewayError> = loop {
+            let woke = tokio::select! {
+                biased;
+                next = upstream.next() => Wake::Upstream(next),
+                () = &mut timer => Wake::Timer,
+                () = out.tx.closed() => Wake::ClientGone,
+            };
+            match woke {
+                Wake::ClientGone => {
+                    return charge_cut(Cut::Gone, upstream, &served, client, ctx).await;
+                }
+                Wake::Timer => {
+                    let now = Instant::now();
+                    if now >= limits.total_by {
+                        break Err(silent("the stream outlasted the total timeout"));
+                    }
+                    if now >= last_event + limits.idle {
+                        break Err(silent("no stream event within stream_idle"));
+                    }
+                    if now >= last_write + limits.keepalive {
+                        send_or_cut!(Bytes::from_static(KEEPALIVE_FRAME));
+                        last_write = now;
+                    }
+                    timer
+                        .as_mut()
+                        .reset(wake_at(&limits, last_event, last_write));
+                }
+                Wake::Upstream(Err(e)) => break Err(e),
+                Wake::Upstream(Ok(None)) => break complete_or_cut(&upstream),
+                Wake::Upstream(Ok(Some(step))) => {
+                    last_event = Instant::now();
+                    // An upstream that never pauses never lets the timer
+                    // win the select: the total is checked here too.
+                    if last_event >= limits.total_by {
+                        break Err(silent("the stream outlasted the total timeout"));
+                    }
+                    match step {
+                        Step::Forward(frame) => {
+                            let (frame, after) = coalesce(&mut upstream, frame).await;
+                            send_or_cut!(frame);
+                            last_write = last_event;
+                            match after {
+                                None
+                                | Some(Ok(Some(Step::Skip { .. })))
+                                | Some(Ok(Some(Step::Forward(_)))) => {}
+                                Some(Ok(None)) => break complete_or_cut(&upstream),
+                                Some(Ok(Some(Step::Done))) => break Ok(()),
+                                Some(Ok(Some(Step::Error(e)))) | Some(Err(e)) => break Err(e),
+                            }
+                        }
+                        Step::Skip { .. } => {}
+                        Step::Done => break Ok(()),
+                        Step::Error(e) => break Err(e),
                     }
                 }
-                ctx.finish(200, None);
             }
-            Err(e) => {
-                yield Ok(upstream.error_frame(&e));
-                ctx.finish(200, Some(&e));
+        };
+        let Err(e) = end else { break end };
+        // Broken after the first byte: continue the answer if we can.
+        let interrupted_at = e.code.as_str();
+        if let Some(a) = ctx.attempts.last_mut() {
+            a.outcome = interrupted_at;
+        }
+        ctx.interrupted = true;
+        // The broken attempt is over: its slot is free (and its tokens
+        // counted) before a continuation asks for one, possibly on the
+        // same deployment.
+        let reservation = upstream.hold.take().map(super::Held::release);
+        let (used, estimated) = billed(&upstream.seen, ctx.prompt_estimate, &served.model).await;
+        if let Some(r) = reservation {
+            r.settle_used(used.total());
+        }
+        let text = format!("{prior}{}", upstream.seen.text);
+        let broken = ctx.attempts.len().saturating_sub(1);
+        let next = match &resume {
+            Some(r) if resumes < MAX_RESUMES => {
+                r.continue_stream(
+                    &e,
+                    &served,
+                    &text,
+                    upstream.position(),
+                    upstream.seen.in_tool_call,
+                    &mut ctx,
+                )
+                .await
             }
+            _ => None,
+        };
+        let Some((next, dep)) = next else {
+            break Err(e);
+        };
+        // The broken call was billed by its upstream too.
+        ctx.usage_estimated |= estimated;
+        ctx.add_usage_of(broken, &used, served.cfg.pricing.as_ref());
+        resumes += 1;
+        prior = text;
+        upstream = next;
+        served = dep;
+        ctx.served_by(&served.name, &served.model);
+        if let Some(first) = upstream.first.take() {
+            send_or_cut!(first);
+        }
+    };
+    // The current call's tokens (a broken one that was not continued is
+    // counted here, once: its hold was settled above).
+    let reservation = upstream.hold.take().map(super::Held::release);
+    let (used, estimated) = billed(&upstream.seen, ctx.prompt_estimate, &served.model).await;
+    ctx.usage_estimated |= estimated;
+    if let Some(r) = reservation {
+        r.settle_used(used.total());
+    }
+    settle(&upstream, &served, used, client, &mut ctx);
+    match end {
+        Ok(()) => {
+            send_or_cut_end(&out, upstream.end_frames()).await;
+            // A continued answer was interrupted: never kept.
+            if let (Some(c), false) = (&cache, ctx.interrupted) {
+                if let Some(answer) = upstream.seen.capture.take().and_then(|a| a.answer.finish()) {
+                    c.keep(answer, &served.name, &served.provider.name);
+                }
+            }
+            ctx.finish(200, None);
+        }
+        Err(e) => {
+            let frame = upstream.error_frame(&e);
+            send_or_cut_end(&out, frame).await;
+            ctx.finish(200, Some(&e));
         }
     }
 }
 
-/// What one upstream call of a stream used: its own usage when it sent it,
-/// else (a stream cut before its usage, a server that sends none) the
-/// prompt's estimate and ~4 characters a token of the text it streamed —
-/// never nothing for a call the provider billed (PITFALLS #4).
-fn billed(seen: &crate::adapters::stream::Seen, prompt_estimate: u64) -> Usage {
-    seen.usage.unwrap_or_else(|| Usage {
-        input_tokens: prompt_estimate,
-        output_tokens: seen.text.len().div_ceil(4) as u64,
-        ..Usage::default()
-    })
+/// The last frames of a stream that ended (well or with its error event),
+/// then the clean end of the body. A client that no longer reads misses
+/// them; the request is settled already.
+async fn send_or_cut_end(out: &Out, frame: Bytes) {
+    if out.send(frame).await.is_ok() {
+        out.end().await;
+    }
+}
+
+/// Charge the stream's current call (`used`) to the request and the
+/// client's own tpm.
+fn settle(
+    upstream: &UpstreamStream,
+    served: &DeploymentRt,
+    used: Usage,
+    client: Option<super::limits::Reservation>,
+    ctx: &mut RequestCtx,
+) {
+    ctx.add_usage(&used, served.cfg.pricing.as_ref());
+    ctx.skipped_events = upstream.seen.skipped;
+    // The client's own tpm counts what the whole answer used.
+    if let Some(r) = client {
+        r.settle_used(ctx.tokens.input + ctx.tokens.output);
+    }
+}
+
+/// The client stopped taking the stream: stop the upstream call at once
+/// (dropping its body closes the connection, so the provider stops
+/// generating), then charge what it produced (contract §8).
+async fn charge_cut(
+    cut: Cut,
+    mut upstream: Box<UpstreamStream>,
+    served: &DeploymentRt,
+    client: Option<super::limits::Reservation>,
+    mut ctx: RequestCtx,
+) {
+    let seen = std::mem::take(&mut upstream.seen);
+    // The slot is free at once; the tpm reservation waits for the count.
+    let reservation = upstream.hold.take().map(super::Held::release);
+    drop(upstream);
+    let (used, _) = billed(&seen, ctx.prompt_estimate, &served.model).await;
+    if let Some(r) = reservation {
+        r.settle_used(used.total());
+    }
+    ctx.add_usage(&used, served.cfg.pricing.as_ref());
+    ctx.skipped_events = seen.skipped;
+    if let Some(r) = client {
+        r.settle_used(ctx.tokens.input + ctx.tokens.output);
+    }
+    // Whatever the upstream reported, the call was stopped before its end:
+    // the figures are the gateway's.
+    ctx.usage_estimated = true;
+    match cut {
+        Cut::Gone => ctx.finish(499, None),
+        Cut::Stalled => ctx.finish(
+            200,
+            Some(&GatewayError::client(
+                ErrorCode::RequestTimeout,
+                "the client read nothing for stream_idle",
+            )),
+        ),
+        Cut::PastTotal => ctx.finish(
+            200,
+            Some(&GatewayError::client(
+                ErrorCode::Timeout,
+                "the stream outlasted the total timeout while the client was not reading",
+            )),
+        ),
+    }
+}
+
+/// What one upstream call of a stream used, and whether it is an estimate.
+/// Its own usage when it sent it whole; else (a stream cut before its end, a
+/// server that sends none) the upstream's partial figures where it gave
+/// them (Anthropic reports the input at the start), the prompt's estimate
+/// for the input otherwise, and the output relayed so far counted with the
+/// tokenizer of the served model — never nothing for a call the provider
+/// billed (PITFALLS #4).
+async fn billed(
+    seen: &crate::adapters::stream::Seen,
+    prompt_estimate: u64,
+    model: &str,
+) -> (Usage, bool) {
+    if seen.finish.is_some() {
+        if let Some(u) = seen
+            .usage
+            .filter(|u| u.output_tokens > 0 || seen.relayed() == 0)
+        {
+            return (u, false);
+        }
+    }
+    let reported = seen.usage.unwrap_or_default();
+    let relayed = crate::tokenize::count_output(model, seen.relayed_text()).await;
+    let input = if reported.input_tokens > 0 {
+        reported.input_tokens
+    } else {
+        prompt_estimate
+    };
+    let usage = Usage {
+        input_tokens: input,
+        output_tokens: reported.output_tokens.max(relayed),
+        ..reported
+    };
+    (usage, true)
 }
 
 /// Events that have already arrived go out in one write: each is still sent
@@ -234,6 +490,7 @@ fn done(buf: Option<bytes::BytesMut>, first: Bytes) -> Bytes {
 enum Wake {
     Upstream(Result<Option<Step>, GatewayError>),
     Timer,
+    ClientGone,
 }
 
 /// The next moment something may be due: idle timeout, keep-alive, or total.
@@ -252,5 +509,103 @@ fn complete_or_cut(s: &UpstreamStream) -> Result<(), GatewayError> {
             ErrorCode::UpstreamError,
             "upstream stream ended without a finish reason",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(idle: Duration, total: Duration) -> (Out, ClientBody) {
+        let (tx, rx) = mpsc::channel(IN_FLIGHT);
+        let out = Out {
+            tx,
+            idle,
+            total_by: Instant::now() + total,
+        };
+        (out, ClientBody { rx, ended: false })
+    }
+
+    async fn fill(out: &Out) {
+        for _ in 0..IN_FLIGHT {
+            out.send(Bytes::from_static(b"x")).await.unwrap();
+        }
+    }
+
+    /// A client that reads nothing: cut off after `stream_idle`, no sooner.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_reads_nothing_is_cut_after_stream_idle() {
+        let (out, _body) = out(Duration::from_secs(3), Duration::from_secs(60));
+        fill(&out).await;
+        let started = Instant::now();
+        assert_eq!(out.send(Bytes::from_static(b"y")).await, Err(Cut::Stalled));
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+    }
+
+    /// …and never past the total timeout.
+    #[tokio::test(start_paused = true)]
+    async fn the_total_timeout_bounds_a_client_that_reads_nothing() {
+        let (out, _body) = out(Duration::from_secs(30), Duration::from_secs(2));
+        fill(&out).await;
+        let started = Instant::now();
+        assert_eq!(
+            out.send(Bytes::from_static(b"y")).await,
+            Err(Cut::PastTotal)
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+
+    /// A client that went away is seen at once; one that reads slowly but
+    /// steadily is not cut.
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_client_is_seen_at_once_and_a_slow_one_is_served() {
+        use futures_util::StreamExt;
+        let (out, body) = out(Duration::from_secs(3), Duration::from_secs(600));
+        fill(&out).await;
+        let reader = tokio::spawn(async move {
+            let mut body = body;
+            let mut got = 0;
+            while let Some(Ok(_)) = body.next().await {
+                got += 1;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            got
+        });
+        for _ in 0..10 {
+            out.send(Bytes::from_static(b"z"))
+                .await
+                .expect("a steady reader");
+        }
+        out.end().await;
+        assert_eq!(reader.await.unwrap(), IN_FLIGHT + 10);
+        let (out, body) = out_pair();
+        drop(body);
+        let started = Instant::now();
+        assert_eq!(out.send(Bytes::from_static(b"y")).await, Err(Cut::Gone));
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    fn out_pair() -> (Out, ClientBody) {
+        out(Duration::from_secs(3), Duration::from_secs(60))
+    }
+
+    /// A body whose relay stopped without its end mark is an error to the
+    /// client's connection (closed mid-body), never a clean end.
+    #[tokio::test]
+    async fn a_cut_stream_is_not_a_clean_end() {
+        use futures_util::StreamExt;
+        let (out, mut body) = out_pair();
+        out.send(Bytes::from_static(b"a")).await.unwrap();
+        drop(out);
+        assert_eq!(
+            body.next().await.unwrap().unwrap(),
+            Bytes::from_static(b"a")
+        );
+        assert!(body.next().await.unwrap().is_err());
+        assert!(body.next().await.is_none());
+        let (out, mut body) = out_pair();
+        out.end().await;
+        drop(out);
+        assert!(body.next().await.is_none(), "ended as it should");
     }
 }

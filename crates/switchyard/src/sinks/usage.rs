@@ -17,11 +17,6 @@ impl Sink for UsageSink {
 }
 
 pub fn row(r: &RequestCtx) -> UsageRow {
-    let outcome = match (r.error, r.status) {
-        (Some(code), _) => code,
-        (None, 499) => "client_closed",
-        (None, _) => "ok",
-    };
     let last_sent = r.attempts.iter().rev().find(|a| a.sent);
     UsageRow {
         request_id: r.request_id.clone(),
@@ -36,7 +31,8 @@ pub fn row(r: &RequestCtx) -> UsageRow {
             .clone()
             .or_else(|| last_sent.map(|a| a.deployment.clone())),
         status: r.status,
-        outcome,
+        outcome: r.outcome,
+        usage_estimated: r.usage_estimated,
         stream: r.stream,
         cache: r.cache,
         input_tokens: r.tokens.input,

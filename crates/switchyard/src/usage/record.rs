@@ -19,6 +19,9 @@ pub struct UsageRow {
     pub status: u16,
     /// `ok` or a contract §4 code (`client_closed` for a 499).
     pub outcome: &'static str,
+    /// The tokens are the gateway's count (a stream cut short, an upstream
+    /// that reports no usage), not the upstream's.
+    pub usage_estimated: bool,
     pub stream: bool,
     /// `hit` | `miss` | `off`.
     pub cache: &'static str,
@@ -170,6 +173,7 @@ mod tests {
             } else {
                 "upstream_error"
             },
+            usage_estimated: false,
             stream: false,
             cache: "off",
             input_tokens: 10,

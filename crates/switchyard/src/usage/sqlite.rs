@@ -122,6 +122,7 @@ pub fn write_batch(c: &mut Connection, b: &Batch) -> Result<(), String> {
                 r.latency_ms,
                 r.ttfb_ms,
                 r.attempts,
+                r.usage_estimated,
             ])
             .map_err(err)?;
         }

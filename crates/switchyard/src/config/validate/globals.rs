@@ -146,7 +146,21 @@ pub fn server(d: &mut Diags, s: &RawServer, env: crate::config::env::Env) -> Ser
         admin_listen: addr(d, &s.admin_listen, "127.0.0.1:9090"),
         max_body,
         sse_keepalive: positive(d, &s.sse_keepalive, Duration::from_secs(15)),
+        body_timeout: positive(d, &s.body_timeout, Duration::from_secs(30)),
+        max_connections: max_connections(d, &s.max_connections),
         admin_key: admin_key(d, &s.admin_key_env, env),
+    }
+}
+
+/// `max_connections`: at least 1 (default 10 000).
+fn max_connections(d: &mut Diags, v: &Option<Sp<u64>>) -> usize {
+    match v {
+        Some(v) if v.value == 0 => {
+            d.err(&v.at, "must be greater than zero");
+            1
+        }
+        Some(v) => usize::try_from(v.value).unwrap_or(usize::MAX),
+        None => 10_000,
     }
 }
 
