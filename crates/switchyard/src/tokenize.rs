@@ -103,10 +103,11 @@ impl Vocab {
     }
 }
 
-/// The tokens of output text a call of `model` produced (what a stream cut
-/// short is billed for). Counted on the blocking pool: the first count
+/// The tokens of text a call of `model` took or produced (what a stream
+/// cut short is billed for, the input of embeddings whose upstream reports
+/// no usage). Counted on the blocking pool: the first count
 /// loads the vocabulary (~100 ms), which must not stall the worker thread's
-/// other requests. Only cut or usage-less streams come here.
+/// other requests. Only cut streams and usage-less answers come here.
 pub async fn count_output(model: &str, text: String) -> u64 {
     if text.is_empty() {
         return 0;

@@ -159,8 +159,12 @@ async fn gemini_batch_maps_back_to_the_openai_list() {
     .await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "x-switchyard-deployment"), "gm/embed");
-    // The batch answer carries no usageMetadata: 0 tokens, no cost.
-    assert_eq!(header(&r, "x-switchyard-cost-usd"), "0.00000000");
+    // The batch answer carries no usageMetadata: the gateway counts the
+    // input with the tokenizer (contract §8), never $0.
+    let counted = switchyard::tokenize::Vocab::O200k.count("second text\nfirst text\nthird\n");
+    assert!(counted >= 6, "{counted}");
+    let cost: f64 = header(&r, "x-switchyard-cost-usd").parse().unwrap();
+    assert!((cost - counted as f64 * 0.15).abs() < 1e-9, "{cost} for {counted} tokens");
     let float: Value = r.json().await.unwrap();
     assert_eq!(float["object"], "list");
     assert_eq!(float["model"], "gemini-embedding-001");
@@ -168,8 +172,11 @@ async fn gemini_batch_maps_back_to_the_openai_list() {
     assert_eq!(indexes(&float), [0, 1, 2]);
     assert_eq!(
         float["usage"],
-        json!({"prompt_tokens": 0, "total_tokens": 0})
+        json!({"prompt_tokens": counted, "total_tokens": counted})
     );
+    let d = h.decision(1).await;
+    assert_eq!(d["usage_estimated"], true, "{d}");
+    assert_eq!(d["tokens"]["input"], counted, "{d}");
     assert_eq!(vectors(&float), reference, "same vectors, in input order");
 
     let sent = &h.mock.requests()[0];

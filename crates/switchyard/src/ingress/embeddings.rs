@@ -18,6 +18,41 @@ use crate::error::GatewayError;
 use crate::reliability::{Op, Served};
 use crate::route::Facts;
 
+/// An upstream that reports no usage (Gemini's batch embeddings) has its
+/// input counted here, with the tokenizer, so the request is not recorded
+/// at $0 (contract §8): the answer's usage, the log and the row say so.
+async fn count_unreported(
+    req: &embeddings::EmbeddingsRequest<'_>,
+    model: &str,
+    j: &mut crate::adapters::JsonAnswer,
+    ctx: &mut crate::observe::ctx::RequestCtx,
+) {
+    if j.usage.input_tokens > 0 || req.inputs.is_empty() {
+        return;
+    }
+    let mut text = String::new();
+    let mut tokens = 0u64;
+    for i in &req.inputs {
+        match i {
+            embeddings::EmbedInput::Text(t) => {
+                text.push_str(t);
+                text.push('\n');
+            }
+            embeddings::EmbedInput::Tokens(t) => tokens += t.len() as u64,
+        }
+    }
+    tokens += crate::tokenize::count_output(model, text).await;
+    j.usage.input_tokens = tokens;
+    ctx.usage_estimated = true;
+    // The client's copy of the answer says the same.
+    if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&j.body) {
+        v["usage"] = serde_json::json!({"prompt_tokens": tokens, "total_tokens": tokens});
+        if let Ok(b) = serde_json::to_vec(&v) {
+            j.body = b.into();
+        }
+    }
+}
+
 pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
     let live = app.live.load_full();
     let rid = super::request_id(&headers);
@@ -56,6 +91,10 @@ pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) 
         .await?;
         ctx.served_by(&served.dep.name, &served.dep.model);
         ctx.fallback_reason = served.fallback_reason;
+        let mut served = served;
+        if let crate::adapters::Answer::Json(j) = &mut served.answer {
+            count_unreported(&req, &served.dep.model, j, &mut ctx).await;
+        }
         Ok(served)
     }
     .await;
