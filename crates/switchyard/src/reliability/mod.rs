@@ -21,6 +21,7 @@
 
 pub mod circuit;
 pub mod health;
+pub mod key_check;
 pub mod limits;
 pub mod relay;
 pub mod resume;
