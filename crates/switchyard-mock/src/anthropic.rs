@@ -193,3 +193,11 @@ pub fn error_body(message: &str, ty: &str) -> Bytes {
         &json!({"type": "error", "error": {"type": ty, "message": message}}),
     ))
 }
+
+const MODELS_LIST: &str = fixture!("anthropic/models_list.response.json");
+
+/// `GET /v1/models`: `anthropic/models_list.response.json` (compact, as the API answers,
+/// without the file's trailing newline).
+pub fn models() -> Bytes {
+    Bytes::from_static(MODELS_LIST.trim_end().as_bytes())
+}

@@ -168,3 +168,29 @@ fn stream(conv: &Conv, ans: &Answer, opts: StreamOpts) -> Vec<Bytes> {
 pub fn error_body(code: u16, message: &str, status: &str) -> Bytes {
     pretty_nl(&json!({"error": {"code": code, "message": message, "status": status}}))
 }
+
+/// `GET /v1beta/models`: `{"models": [Model…]}` with the fields of the API reference's
+/// `Model` resource (name, version, displayName, description, token limits,
+/// supportedGenerationMethods, sampling defaults), 2-space pretty like every Gemini body.
+pub fn models() -> Bytes {
+    let model = |id: &str, display: &str, version: &str| {
+        json!({
+            "name": format!("models/{id}"),
+            "version": version,
+            "displayName": display,
+            "description": format!("{display} (switchyard mock)"),
+            "inputTokenLimit": 1048576,
+            "outputTokenLimit": 65536,
+            "supportedGenerationMethods": ["generateContent", "countTokens", "createCachedContent", "batchGenerateContent"],
+            "temperature": 1,
+            "topP": 0.95,
+            "topK": 64,
+            "maxTemperature": 2,
+            "thinking": true
+        })
+    };
+    pretty_nl(&json!({"models": [
+        model("gemini-2.5-flash", "Gemini 2.5 Flash", "001"),
+        model("gemini-2.5-pro", "Gemini 2.5 Pro", "2.5"),
+    ]}))
+}

@@ -36,7 +36,9 @@ enum Route {
         model: Option<String>,
         stream: bool,
     },
-    Models,
+    /// A model list (`GET`), in the protocol the path names; `/v1/models`
+    /// is Anthropic's when the request carries `anthropic-version`.
+    Models(Proto),
     NotFound,
 }
 
@@ -49,7 +51,9 @@ fn route(method: &Method, path: &str) -> Route {
     };
     if method == Method::GET {
         return match path {
-            "/v1/models" | "/models" => Route::Models,
+            "/v1/models" | "/models" => Route::Models(Proto::OpenAi),
+            "/v1beta/models" => Route::Models(Proto::Gemini),
+            "/openai/models" => Route::Models(Proto::Azure),
             _ => Route::NotFound,
         };
     }
@@ -183,13 +187,15 @@ fn key_ok(keys: &[String], headers: &HeaderMap, query: Option<&str>) -> bool {
     .any(|k| keys.iter().any(|valid| valid == k))
 }
 
-/// Pick the behavior: script, then `x-mock-behavior` header, then body `mock`, then default.
+/// Pick the behavior: script (when `scripted`), then `x-mock-behavior` header, then body
+/// `mock`, then default.
 fn select_behavior(
     shared: &Shared,
     headers: &HeaderMap,
     json: Option<&Value>,
+    scripted: bool,
 ) -> Result<Arc<Behavior>, String> {
-    if let Some(b) = shared.next_scripted() {
+    if let Some(b) = scripted.then(|| shared.next_scripted()).flatten() {
         return Ok(Arc::new(b));
     }
     if let Some(h) = headers.get("x-mock-behavior") {
@@ -230,9 +236,16 @@ pub(crate) async fn handle(
     });
     let proto = match &route {
         Route::Api { proto, .. } => Some(*proto),
-        _ => None,
+        Route::Models(Proto::OpenAi) if parts.headers.contains_key("anthropic-version") => {
+            Some(Proto::Anthropic)
+        }
+        Route::Models(proto) => Some(*proto),
+        Route::NotFound => None,
     };
-    let b = match select_behavior(&shared, &parts.headers, json.as_ref())
+    // A model list (a gateway's key check) does not take the next scripted
+    // behavior: the script is for the API calls a test makes.
+    let scripted = matches!(route, Route::Api { .. });
+    let b = match select_behavior(&shared, &parts.headers, json.as_ref(), scripted)
         .and_then(|b| b.validate().map(|()| b))
     {
         Ok(b) => b.roll(),
@@ -256,13 +269,24 @@ pub(crate) async fn handle(
             let msg = format!("Unknown path: {} {}", parts.method, parts.uri.path());
             return Ok(own_error(None, 404, &msg));
         }
-        Route::Models => {
-            let headers = b.headers.clone();
+        Route::Models(_) => {
+            let proto = proto.unwrap_or(Proto::OpenAi);
+            let keys = shared.valid_keys();
+            if !keys.is_empty() && !key_ok(&keys, &parts.headers, parts.uri.query()) {
+                let name = auth_fixture(proto);
+                return Ok(envelope_response(name, &b).expect("auth fixture exists"));
+            }
+            let (ct, body) = match proto {
+                Proto::Anthropic => ("application/json", anthropic::models()),
+                Proto::Gemini => ("application/json; charset=UTF-8", gemini::models()),
+                Proto::Azure => ("application/json", openai::azure_models(now())),
+                _ => ("application/json", openai::models(now())),
+            };
             return Ok(faults::response(
                 200,
-                Some("application/json"),
-                headers,
-                full(openai::models(now())),
+                Some(ct),
+                b.headers.clone(),
+                full(body),
             ));
         }
         Route::Api {

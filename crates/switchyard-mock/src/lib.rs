@@ -30,7 +30,9 @@
 //! | `POST /v1/embeddings`, `POST /embeddings`, `POST /openai/deployments/{d}/embeddings` | OpenAI embeddings: `input` string, strings, token array or token arrays; `dimensions`; `encoding_format` `float` (default) or `base64` (little-endian f32) |
 //! | `POST /v1beta/models/{model}:embedContent` | `{embedding: {values}, usageMetadata}`; `outputDimensionality` |
 //! | `POST /v1beta/models/{model}:batchEmbedContents` | `{embeddings: [{values}]}` in request order; a request's `model` must be `models/{model}` (else 400) |
-//! | `GET /v1/models` | OpenAI model list |
+//! | `GET /v1/models`, `GET /models` | OpenAI model list; with an `anthropic-version` header, Anthropic's (`anthropic/models_list.response.json`) |
+//! | `GET /v1beta/models` | Gemini model list (`{"models": [Model…]}`, pretty) |
+//! | `GET /openai/models?api-version=…` | Azure OpenAI model list (compact) |
 //! | anything else | 404, OpenAI-style JSON error |
 //!
 //! Token counts (`N` above) are the prompt tokens a generation with the same body reports in
@@ -130,6 +132,11 @@
 //!
 //! Order of effects: the `fault_rate` roll, `latency_ms`, then `drop`/`hang`, then the route (404), the key check
 //! ([`MockServer::set_valid_keys`]; Responses uses the OpenAI 401), `fixture`, `status`, and finally the answer.
+//! The model lists check the key too, refusing a bad one as the provider does (OpenAI
+//! `openai/error_401_invalid_api_key`, Azure `azure/error_401_access_denied`, Anthropic
+//! `anthropic/error_401_authentication`, Gemini `gemini/error_400_api_key_invalid`), and then
+//! answer the list: they take no `fixture` or `status`, and never the next scripted behavior
+//! (a gateway's background key check must not eat a test's script).
 //! Embeddings and token counts take every behavior too; having no stream, the stream-only
 //! faults act as on any non-stream body (`cut`/`stall` after half, `malformed_json`, `drip`).
 //!

@@ -208,6 +208,33 @@ pub fn models(created: u64) -> Bytes {
     pretty_nl(&json!({"object": "list", "data": data}))
 }
 
+/// Azure OpenAI `GET /openai/models?api-version=…`: the resource's models with their
+/// capabilities and lifecycle (compact, as Azure answers).
+pub fn azure_models(created: u64) -> Bytes {
+    let data: Vec<Value> = ["gpt-4o", "gpt-4o-mini", "text-embedding-3-small"]
+        .iter()
+        .map(|m| {
+            let embeddings = m.starts_with("text-embedding");
+            json!({
+                "status": "succeeded",
+                "capabilities": {
+                    "fine_tune": false,
+                    "inference": true,
+                    "completion": false,
+                    "chat_completion": !embeddings,
+                    "embeddings": embeddings
+                },
+                "lifecycle_status": "generally-available",
+                "deprecation": {"inference": created + 365 * 86_400},
+                "id": m,
+                "created_at": created,
+                "object": "model"
+            })
+        })
+        .collect();
+    Bytes::from(json!({"data": data, "object": "list"}).to_string())
+}
+
 /// An OpenAI-style error body (pretty, like the API's own).
 pub fn error_body(message: &str, ty: &str, code: Option<&str>) -> Bytes {
     pretty_nl(&json!({"error": {"message": message, "type": ty, "param": null, "code": code}}))

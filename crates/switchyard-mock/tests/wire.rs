@@ -102,6 +102,105 @@ async fn azure_and_models_and_404() {
         .contains("/v2/nothing"));
 }
 
+/// Every protocol's model list (what a gateway checks a key with) answers a
+/// good key and refuses a bad one as the provider does, byte for byte; it
+/// never takes the next scripted behavior.
+#[tokio::test]
+async fn model_lists_check_the_key_like_the_provider() {
+    let m = MockServer::start("127.0.0.1:0").await.unwrap();
+    m.set_valid_keys(vec!["good".into()]);
+    m.script(vec![switchyard_mock::Behavior::fixture(
+        "openai/error_503_overloaded",
+    )]);
+    let get = |path: &'static str, headers: Vec<(&'static str, &'static str)>| {
+        let addr = m.addr();
+        async move {
+            let c = Conn::send(addr, "GET", path, &headers, "").await.unwrap();
+            c.read_all().await.unwrap()
+        }
+    };
+    type Headers = fn(&'static str) -> Vec<(&'static str, &'static str)>;
+    let cases: [(&str, Headers, &str); 4] = [
+        (
+            "/v1/models",
+            |k| {
+                vec![(
+                    "authorization",
+                    if k == "good" {
+                        "Bearer good"
+                    } else {
+                        "Bearer bad"
+                    },
+                )]
+            },
+            "openai/error_401_invalid_api_key",
+        ),
+        (
+            "/v1/models?limit=1",
+            |k| vec![("x-api-key", k), ("anthropic-version", "2023-06-01")],
+            "anthropic/error_401_authentication",
+        ),
+        (
+            "/v1beta/models?pageSize=1",
+            |k| vec![("x-goog-api-key", k)],
+            "gemini/error_400_api_key_invalid",
+        ),
+        (
+            "/openai/models?api-version=2024-10-21",
+            |k| vec![("api-key", k)],
+            "azure/error_401_access_denied",
+        ),
+    ];
+    for (path, headers, refusal) in cases {
+        let bad = get(path, headers("bad")).await;
+        let env = fixture_json(&format!("{refusal}.http.json"));
+        assert_eq!(
+            u64::from(bad.status),
+            env["status"].as_u64().unwrap(),
+            "{path}"
+        );
+        assert_eq!(bad.json(), env["body"], "{path}");
+        let ok = get(path, headers("good")).await;
+        assert_eq!(ok.status, 200, "{path}: {}", ok.text());
+    }
+    let v = get(
+        "/v1/models",
+        vec![("x-api-key", "good"), ("anthropic-version", "2023-06-01")],
+    )
+    .await;
+    assert_eq!(
+        v.text(),
+        fixture("anthropic/models_list.response.json").trim_end(),
+        "Anthropic's list, as recorded"
+    );
+    let v = get("/v1beta/models", vec![("x-goog-api-key", "good")]).await;
+    assert_eq!(
+        v.header("content-type"),
+        Some("application/json; charset=UTF-8")
+    );
+    assert_eq!(v.json()["models"][0]["name"], "models/gemini-2.5-flash");
+    assert_eq!(
+        v.text(),
+        format!("{}\n", serde_json::to_string_pretty(&v.json()).unwrap())
+    );
+    let v = get(
+        "/openai/models?api-version=2024-10-21",
+        vec![("api-key", "good")],
+    )
+    .await;
+    assert_eq!(v.json()["object"], "list");
+    assert_eq!(v.text(), v.json().to_string(), "compact");
+    // The script is still there for the next API call.
+    let r = call(
+        m.addr(),
+        "/v1/chat/completions",
+        &[("authorization", "Bearer good")],
+        &openai_req(false),
+    )
+    .await;
+    assert_eq!(r.status, 503);
+}
+
 #[tokio::test]
 async fn anthropic_matches_fixtures() {
     let m = MockServer::start("127.0.0.1:0").await.unwrap();

@@ -11,7 +11,8 @@
 //!    line when the reply (or stream) ends, or when the client hangs up.
 //!
 //! Admin listener (`server.admin_listen`): health, readiness, reload,
-//! state, governance and the dashboard page (`GET /`).
+//! state, circuits and provider keys by hand, governance and the dashboard
+//! page (`GET /`).
 
 use std::path::Path;
 
@@ -112,6 +113,10 @@ pub fn admin_router(app: App) -> Router {
         .route("/admin/state", get(admin::state))
         .route("/admin/decisions", get(admin::decisions))
         .route("/admin/deployments/{id}/{action}", post(admin::circuit))
+        .route(
+            "/admin/providers/{name}/keys/{label}/reset",
+            post(admin::reset_key),
+        )
         .route("/admin/reload", post(admin::reload))
         .route("/admin/cache", axum::routing::delete(admin::purge_cache))
         .route("/admin/usage", get(admin::governance::usage))

@@ -212,10 +212,13 @@ impl GatewayError {
         self
     }
 
-    /// May the next candidate be tried after this error?
+    /// May the next candidate be tried after this error? An upstream's
+    /// `forbidden` (a 403 about what this request asked for: a model the
+    /// key may not use, a region or policy refusal) may be served elsewhere;
+    /// the gateway's own (the virtual key may not use the route) may not.
     pub fn fall_back(&self) -> bool {
         match self.code {
-            ErrorCode::AuthFailed => self.source == Source::Upstream,
+            ErrorCode::AuthFailed | ErrorCode::Forbidden => self.source == Source::Upstream,
             c => c.fall_back(),
         }
     }
@@ -267,5 +270,7 @@ mod tests {
     fn client_auth_failure_never_falls_back() {
         assert!(!GatewayError::client(ErrorCode::AuthFailed, "bad key").fall_back());
         assert!(GatewayError::upstream(ErrorCode::AuthFailed, "bad key").fall_back());
+        assert!(!GatewayError::client(ErrorCode::Forbidden, "not your route").fall_back());
+        assert!(GatewayError::upstream(ErrorCode::Forbidden, "not this model").fall_back());
     }
 }

@@ -134,6 +134,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         serve(admin, app::admin_router(app.clone()), shutdown.clone()),
         sighup_reload(app.clone(), shutdown.clone()),
         sweep(store, shutdown.clone()),
+        crate::reliability::key_check::spawn(app.live.clone(), shutdown.clone()),
     ];
     if let Some(w) = crate::admin::watch::watch(app.clone(), shutdown.clone()) {
         tasks.push(w);

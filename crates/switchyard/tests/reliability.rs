@@ -174,6 +174,7 @@ routes:
         .mock
         .requests()
         .iter()
+        .filter(|r| r.method == "POST")
         .map(|r| r.header("authorization").unwrap().to_owned())
         .collect();
     // key-a (heavily weighted) failed once, was quarantined, never used again.
@@ -764,4 +765,328 @@ routes:
         let _ = resp.text().await;
     }
     assert_eq!(h.mock.request_count(), 4);
+}
+
+// === Provider keys: one tenant cannot take a key from the others (§8) ===
+
+/// One provider with one key (`inline#0` = `key-a`), behind route `chat`;
+/// route `tight` has a deadline shorter than a 1 s Retry-After. Tenant
+/// `team-a` sends `client-secret`; `team-b` gets its key from the admin API.
+const ONE_KEY: &str = r#"
+clients:
+  - { id: team-a, key_env: CLIENT_KEY }
+  - { id: team-b, key_env: TEST_KEY }
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    keys: [{ value: key-a }]
+models:
+  - { id: mock/a, provider: mock, model: a }
+routes:
+  chat: { targets: [mock/a] }
+  tight: { targets: [mock/a], deadline: 300ms }
+"#;
+
+/// A chat request on `route` as a tenant (its virtual key), on `http`
+/// (made once: a new client takes a while, which a test of waits feels).
+async fn ask_on(
+    http: &reqwest::Client,
+    h: &common::Harness,
+    key: &str,
+    route: &str,
+) -> reqwest::Response {
+    http.post(h.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&json!({"model": route, "messages": common::user("hi")}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn ask_as(h: &common::Harness, key: &str, route: &str) -> reqwest::Response {
+    ask_on(&reqwest::Client::new(), h, key, route).await
+}
+
+const TEAM_A: &str = "client-secret";
+const TEAM_B: &str = "sk-test-secret-value-1234";
+
+/// `/admin/state`'s word on the provider key `inline#0` of `mock/a`.
+async fn key_status(h: &common::Harness) -> Value {
+    let state = admin_state(h).await;
+    deployment(&state, "mock/a")["keys"][0].clone()
+}
+
+/// Chat requests (not key checks) the mock has seen.
+fn posts(h: &common::Harness) -> usize {
+    h.mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count()
+}
+
+/// Tenant A provokes 403s about its own requests (a model the project may
+/// not use): each fails alone, as `forbidden`; the key stays in use, the
+/// circuit closed, and tenant B is served with that same key throughout.
+#[tokio::test]
+async fn a_403_about_one_request_leaves_the_key_to_every_other_tenant() {
+    let h = common::start(ONE_KEY).await;
+    let refusal = Behavior::status(
+        403,
+        r#"{"error":{"message":"Project `proj_abc` does not have access to model `a`","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
+    );
+    // More than the circuit's default 5 consecutive failures.
+    for _ in 0..8 {
+        h.mock.script(vec![refusal.clone()]);
+        let r = ask_as(&h, TEAM_A, "chat").await;
+        assert_eq!(r.status(), 403);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "forbidden", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("does not have access"),
+            "{body}"
+        );
+        let r = ask_as(&h, TEAM_B, "chat").await;
+        assert_eq!(r.status(), 200, "tenant B keeps being served");
+    }
+    assert_eq!(key_status(&h).await["status"], "active");
+    let state = admin_state(&h).await;
+    let dep = deployment(&state, "mock/a");
+    assert_eq!(dep["circuit"], "closed");
+    // Nor does it make the deployment look unhealthy to everyone else.
+    assert_eq!(
+        (&dep["health_score"], &dep["error_rate"]),
+        (&json!(1.0), &json!(0.0)),
+        "{dep}"
+    );
+    // Every call went out with the one key, none was skipped.
+    let reqs = h.mock.requests();
+    assert_eq!(reqs.len(), 16);
+    assert!(reqs
+        .iter()
+        .all(|r| r.header("authorization") == Some("Bearer key-a")));
+    // A 403 is not retried on the same deployment.
+    let d = h.decision(0).await;
+    assert_eq!(d["attempts"].as_array().unwrap().len(), 1, "{d}");
+}
+
+/// A key the upstream rejects as bad is set aside (requests no longer
+/// reach the upstream with it), then checked in the background with a
+/// model list, and back in use as soon as the upstream takes it again.
+#[tokio::test]
+async fn a_rejected_key_is_checked_in_the_background_and_restored() {
+    let h = common::start(ONE_KEY).await;
+    h.mock.set_valid_keys(vec!["some-other-key".into()]);
+    let r = ask_as(&h, TEAM_A, "chat").await;
+    assert_eq!(r.status(), 401);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "auth_failed");
+    let k = key_status(&h).await;
+    assert_eq!(
+        (&k["status"], &k["reason"]),
+        (&json!("quarantined"), &json!("rejected")),
+        "{k}"
+    );
+    // Set aside: the next request does not spend a call on it.
+    assert_eq!(ask_as(&h, TEAM_B, "chat").await.status(), 401);
+    assert_eq!(posts(&h), 1);
+
+    // The upstream still refuses: the checks leave it aside.
+    common::eventually(
+        || async { h.mock.requests().iter().any(|r| r.method == "GET") },
+        "a key check",
+    )
+    .await;
+    assert_eq!(key_status(&h).await["status"], "quarantined");
+    let check = h
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "GET")
+        .unwrap();
+    assert_eq!(check.path_and_query, "/v1/models");
+    assert_eq!(check.header("authorization"), Some("Bearer key-a"));
+
+    // The account is fixed: the next check restores the key.
+    h.mock.set_valid_keys(vec!["key-a".into()]);
+    common::eventually(
+        || async { key_status(&h).await["status"] == "active" },
+        "the key restored by its background check",
+    )
+    .await;
+    assert_eq!(ask_as(&h, TEAM_A, "chat").await.status(), 200);
+}
+
+/// `POST /admin/providers/{name}/keys/{label}/reset` puts a key set aside
+/// back in use at once (admin key required, like every admin endpoint);
+/// an unknown provider or label is a 404 in the admin envelope.
+#[tokio::test]
+async fn an_operator_resets_a_key_by_hand() {
+    let h = common::start_with(ONE_KEY, "  admin_key_env: ADMIN_KEY").await;
+    h.mock.set_valid_keys(vec!["some-other-key".into()]);
+    assert_eq!(ask_as(&h, TEAM_A, "chat").await.status(), 401);
+    let admin = reqwest::Client::new();
+    let reset = |path: &str| {
+        admin
+            .post(h.admin(&format!("/admin/providers/{path}/reset")))
+            .bearer_auth("admin-secret")
+            .send()
+    };
+    let anonymous = admin
+        .post(h.admin("/admin/providers/mock/keys/inline%230/reset"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+
+    h.mock.set_valid_keys(vec!["key-a".into()]);
+    let r = reset("mock/keys/inline%230").await.unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"provider": "mock", "label": "inline#0", "was": "quarantined", "status": "active"})
+    );
+    assert_eq!(ask_as(&h, TEAM_B, "chat").await.status(), 200);
+
+    for (path, code) in [
+        ("nope/keys/inline%230", "provider_not_found"),
+        ("mock/keys/inline%231", "key_not_found"),
+    ] {
+        let r = reset(path).await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "admin_error", "{body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+    }
+}
+
+/// One request's 429 (Retry-After: 1) cools the provider's only key down;
+/// the requests that arrive meanwhile wait for it and are served, or, when
+/// their deadline is shorter than the wait, get 429 `rate_limited` with
+/// Retry-After. None gets `auth_failed`.
+#[tokio::test]
+async fn a_429_makes_the_others_wait_or_429_never_401() {
+    let h = common::start(ONE_KEY).await;
+    let http = reqwest::Client::new();
+    h.mock.script(vec![Behavior::fixture(
+        "openai/error_429_rate_limit_tokens",
+    )]);
+    let first = tokio::spawn({
+        let url = h.url("/v1/chat/completions");
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .bearer_auth(TEAM_A)
+                .json(&json!({"model": "chat", "messages": common::user("hi")}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    common::eventually(
+        || async { key_status(&h).await["status"] == "cooling_down" },
+        "the key cooling down after its 429",
+    )
+    .await;
+    let started = Instant::now();
+    let patient: Vec<_> = (0..4).map(|_| ask_on(&http, &h, TEAM_B, "chat")).collect();
+    let hurried: Vec<_> = (0..3).map(|_| ask_on(&http, &h, TEAM_B, "tight")).collect();
+    let (patient, hurried) = tokio::join!(
+        futures_util::future::join_all(patient),
+        futures_util::future::join_all(hurried)
+    );
+    for r in patient {
+        assert_eq!(r.status(), 200, "served once the key is back");
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    for r in hurried {
+        assert_eq!(r.status(), 429);
+        let retry: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&retry), "{retry}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    }
+    assert_eq!(first.await.unwrap(), 200, "the 429'd request's own retry");
+    // 1 refused + 1 retry + 4 waiters; the hurried ones never went out.
+    assert_eq!(posts(&h), 6);
+    assert_eq!(key_status(&h).await["status"], "active");
+}
+
+/// With a fallback candidate, a request that finds every key of the first
+/// provider cooling down moves on to it at once.
+#[tokio::test]
+async fn cooling_keys_send_the_request_to_its_fallback() {
+    let yaml = r#"
+providers:
+  mock:
+    protocol: openai
+    base_url: "{mock}/v1"
+    keys: [{ value: key-a }]
+  spare: { protocol: openai, base_url: "{mock}/v1", keys: [{ value: key-s }] }
+models:
+  - { id: mock/a, provider: mock, model: a }
+  - { id: spare/b, provider: spare, model: b }
+routes:
+  chat: { targets: [mock/a], fallbacks: [spare/b] }
+  only: { targets: [mock/a] }
+"#;
+    let h = common::start(yaml).await;
+    let http = reqwest::Client::new();
+    h.mock.script(vec![Behavior::fixture(
+        "openai/error_429_rate_limit_tokens",
+    )]);
+    let first = tokio::spawn({
+        let url = h.url("/v1/chat/completions");
+        async move {
+            let body = json!({"model": "only", "messages": common::user("hi")});
+            reqwest::Client::new()
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    common::eventually(
+        || async { key_status(&h).await["status"] == "cooling_down" },
+        "the key cooling down after its 429",
+    )
+    .await;
+    let r = http
+        .post(h.url("/v1/chat/completions"))
+        .json(&chat())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        key_status(&h).await["status"],
+        "cooling_down",
+        "served without waiting for the key"
+    );
+    assert_eq!(r.headers()["x-switchyard-deployment"], "spare/b");
+    assert_eq!(r.headers()["x-switchyard-fallback-reason"], "rate_limited");
+    let d = h.decision(0).await;
+    assert_eq!(d["route"], "chat", "{d}");
+    // The cooling provider was passed over without a call.
+    let first_try = &d["attempts"][0];
+    assert_eq!(first_try["deployment"], "mock/a", "{d}");
+    assert_eq!(first_try["outcome"], "rate_limited", "{d}");
+    assert_eq!(first_try["status"], Value::Null, "{d}");
+    assert_eq!(first.await.unwrap(), 200);
 }

@@ -232,3 +232,81 @@ async fn the_config_reloads_when_its_file_changes_and_no_request_fails() {
     assert!(reloads(&metrics().await, "ok") >= 6);
     gw.shutdown().await;
 }
+
+/// One provider with one key of value `key` (label `inline#0`) behind
+/// route `route`.
+fn keyed_yaml(mock: &str, key: &str, route: &str) -> String {
+    format!(
+        "server: {{ listen: 127.0.0.1:0, admin_listen: 127.0.0.1:0 }}\nusage: {{ store: off }}\nproviders:\n  mock: {{ protocol: openai, base_url: \"{mock}/v1\", keys: [{{ value: {key} }}] }}\nmodels:\n  - {{ id: mock/a, provider: mock, model: a }}\nroutes:\n  {route}: {{ targets: [mock/a] }}\n"
+    )
+}
+
+/// A key the upstream rejected stays aside across a reload that keeps its
+/// value, and is back in use after one that changes it (a rotated key).
+#[tokio::test]
+async fn a_reload_that_changes_a_rejected_key_restores_it() {
+    let mock = MockServer::start("127.0.0.1:0").await.unwrap();
+    mock.set_valid_keys(vec!["key-new".into()]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.yaml");
+    std::fs::write(&path, keyed_yaml(&mock.base_url(), "key-old", "first")).unwrap();
+    let gw = server::start(
+        config::load_file(&path).unwrap(),
+        server::Options {
+            decisions: DecisionSink::Off,
+            config_path: Some(path.clone()),
+            workers: server::Workers::Current,
+        },
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let ask = |route: &'static str| {
+        http.post(format!("{}/v1/chat/completions", gw.base_url()))
+            .json(&json!({"model": route, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+    };
+    let key_status = || async {
+        let state: Value = reqwest::get(format!("{}/admin/state", gw.admin_url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        state["deployments"][0]["keys"][0]["status"].clone()
+    };
+    let reload = || async {
+        let r = http
+            .post(format!("{}/admin/reload", gw.admin_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    };
+    assert_eq!(ask("first").await.unwrap().status(), 401);
+    assert_eq!(key_status().await, "quarantined");
+
+    // Same key, another route: still aside (and refused without a call).
+    std::fs::write(&path, keyed_yaml(&mock.base_url(), "key-old", "second")).unwrap();
+    reload().await;
+    assert_eq!(key_status().await, "quarantined");
+    let calls = mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count();
+    assert_eq!(ask("second").await.unwrap().status(), 401);
+    let again = mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count();
+    assert_eq!(calls, again, "a key set aside is not tried");
+
+    // The key rotated in the config: in use at once.
+    std::fs::write(&path, keyed_yaml(&mock.base_url(), "key-new", "second")).unwrap();
+    reload().await;
+    assert_eq!(key_status().await, "active");
+    assert_eq!(ask("second").await.unwrap().status(), 200);
+    gw.shutdown().await;
+}

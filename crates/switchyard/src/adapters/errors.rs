@@ -1,6 +1,12 @@
 //! Upstream failures → contract §4 codes. Each protocol reads its own error
 //! body into a [`Reading`] (`openai/errors.rs`, `anthropic/errors.rs`,
 //! `gemini/errors.rs`); the status table here is shared.
+//!
+//! Keys (contract §8): only an answer that says the key itself is bad is
+//! `auth_failed` from the upstream, which is what sets a key aside (a 401,
+//! or a body the protocol reads as a bad key); a 403 about one request (a
+//! model the key may not use, a region or policy refusal) is `forbidden`:
+//! it fails that request (the next candidate may serve it), not the key.
 
 use std::time::Duration;
 
@@ -18,9 +24,12 @@ pub struct Reading {
     pub content_filter: bool,
     /// Quota or billing spent: set the key aside, don't retry it.
     pub quota: bool,
-    /// The key was rejected even though the status says otherwise (Gemini's
+    /// The body says the key itself is bad, whatever the status (Gemini's
     /// 400 `API_KEY_INVALID`).
     pub bad_key: bool,
+    /// A 401 whose body says it is about what this request asked for (an
+    /// OpenAI restricted key missing a scope), not about the key.
+    pub not_key: bool,
     /// A wait given in the body (Gemini `RetryInfo`).
     pub retry_after: Option<Duration>,
 }
@@ -35,8 +44,10 @@ pub fn classify(
         _ if r.bad_key => (ErrorCode::AuthFailed, Source::Upstream),
         400 | 413 | 422 if r.context_length => (ErrorCode::ContextTooLong, Source::Client),
         400 if r.content_filter => (ErrorCode::ContentFiltered, Source::Client),
-        400 if r.quota => (ErrorCode::RateLimited, Source::Upstream),
-        401 | 403 => (ErrorCode::AuthFailed, Source::Upstream),
+        // Moonshot says a spent account with a 403.
+        400 | 403 if r.quota => (ErrorCode::RateLimited, Source::Upstream),
+        401 if !r.not_key => (ErrorCode::AuthFailed, Source::Upstream),
+        401 | 403 => (ErrorCode::Forbidden, Source::Upstream),
         402 => (ErrorCode::RateLimited, Source::Upstream),
         404 => (ErrorCode::ModelNotFound, Source::Upstream),
         408 => (ErrorCode::Timeout, Source::Upstream),
@@ -47,6 +58,7 @@ pub fn classify(
         _ => (ErrorCode::InvalidRequest, Source::Client),
     };
     let quota = r.quota || status.as_u16() == 402;
+    let quota = quota && code == ErrorCode::RateLimited;
     let text = if r.message.is_empty() {
         format!("upstream answered {status}")
     } else {

@@ -17,6 +17,7 @@ pub mod embeddings;
 pub mod endpoint;
 pub mod errors;
 pub mod gemini;
+pub mod key_check;
 pub mod openai;
 pub mod retry_after;
 pub mod send;

@@ -1,5 +1,5 @@
-//! ADMIN: health, readiness, config reload, state and the dashboard, on
-//! `server.admin_listen` only.
+//! ADMIN: health, readiness, config reload, state, manual circuit and
+//! provider-key control, and the dashboard, on `server.admin_listen` only.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -194,6 +194,44 @@ pub async fn circuit(
     };
     tracing::warn!(deployment = %id, from = t.from.as_str(), to = t.to.as_str(), "circuit changed by hand");
     axum::Json(serde_json::json!({"id": id, "circuit": t.to.as_str()})).into_response()
+}
+
+/// `POST /admin/providers/{name}/keys/{label}/reset`: a provider key set
+/// aside (rejected, spent or cooling down) is back in use at once. `{label}`
+/// as `/admin/state` lists the key, percent-encoded (`inline%230`).
+pub async fn reset_key(
+    State(app): State<App>,
+    axum::extract::Path((name, label)): axum::extract::Path<(String, String)>,
+) -> Response {
+    let live = app.live.load();
+    let Some(provider) = live.config.providers.get(&name) else {
+        let msg = format!("no provider `{name}` in the config");
+        return governance::error(StatusCode::NOT_FOUND, "provider_not_found", msg);
+    };
+    if !provider.keys.iter().any(|k| k.label == label) {
+        let msg =
+            format!("provider `{name}` has no key `{label}` (labels as /admin/state lists them)");
+        return governance::error(StatusCode::NOT_FOUND, "key_not_found", msg);
+    }
+    // Key records are per provider: one deployment's tracker restores the
+    // key for all of them (none: it was never used, nothing to restore).
+    let tracker = live
+        .deployments
+        .values()
+        .find(|d| *d.provider.name == *name)
+        .map(|d| &d.state.keys);
+    let was = tracker.map(|t| t.status(&label));
+    if let Some(t) = tracker {
+        t.restore(&label);
+    }
+    tracing::warn!(provider = %name, key = %label, "provider key reset by hand: back in use");
+    axum::Json(serde_json::json!({
+        "provider": name,
+        "label": label,
+        "was": was.unwrap_or(crate::reliability::health::KeyStatus::Active),
+        "status": crate::reliability::health::KeyStatus::Active,
+    }))
+    .into_response()
 }
 
 /// Circuit state, health and budget spend are gauges read off the registry

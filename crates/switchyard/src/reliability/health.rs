@@ -1,4 +1,5 @@
-//! Rolling per-deployment health for routing, and per-key status.
+//! Rolling per-deployment health for routing, and per-key status (cooling
+//! down after a 429, set aside as rejected or spent).
 //!
 //! Latency percentiles come from a windowed histogram (fixed log-spaced
 //! buckets as counter fields in the store: no per-request allocation, and a
@@ -13,6 +14,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::circuit::CircuitState;
+use crate::config::ProviderKey;
 use crate::state::store::{Record, StateStore};
 
 /// The window for error rate and percentiles.
@@ -174,84 +176,216 @@ pub enum KeyStatus {
 pub struct KeyState {
     pub label: String,
     pub status: KeyStatus,
+    /// Why a quarantined key is set aside: `rejected` (the upstream said
+    /// the key is bad; checked again in the background) or
+    /// `quota_exhausted`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
 }
 
-/// A quarantined key (401, insufficient_quota) comes back on its own after
-/// this, in case the account was fixed; a reload or restart also forgives it.
+/// Why a key is set aside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetAside {
+    /// The upstream said the key itself is bad (401, `invalid_api_key`,
+    /// `API_KEY_INVALID`, …). A background check (an authenticated call
+    /// that costs nothing) restores it as soon as the upstream takes it.
+    Rejected,
+    /// Its quota or billing is spent (`insufficient_quota`). A call that
+    /// costs nothing cannot tell when that ends (listing models works with a
+    /// spent key), so it comes back after [`QUARANTINE`].
+    Spent,
+}
+
+/// How long a spent key stays aside; also how long a rejected key does
+/// when its background checks get no conclusive answer (a provider with no
+/// model list). A check that says the key is still bad starts it again; an
+/// admin reset, or a reload that changes the key, ends it at once.
 pub const QUARANTINE: Duration = Duration::from_secs(15 * 60);
 
-/// Cooldown and quarantine of a provider's keys. Store keys are per provider
-/// (`key:{provider}:{label}`): every deployment on the account sees the same.
-pub struct KeyTracker {
-    store: Arc<dyn StateStore>,
-    /// (label, store key), rebuilt when the provider's keys change.
-    keys: ArcSwap<Vec<(String, Box<str>)>>,
+const COOLING: u64 = 1;
+const REJECTED: u64 = 2;
+const SPENT: u64 = 3;
+
+/// A key set aside as bad, for the background check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedKey {
+    pub label: String,
+    /// When it was set aside (store ms): a key set aside again after a
+    /// restore is a new case, checked from the start.
+    pub since: u64,
 }
 
-const COOLING: u64 = 1;
-const QUARANTINED: u64 = 2;
+/// Why no key of a provider is usable right now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// The soonest a cooling-down key is usable again.
+    pub cooling: Option<Duration>,
+    /// Some key is set aside as bad.
+    pub rejected: bool,
+    /// The soonest a spent key comes back.
+    pub spent: Option<Duration>,
+}
+
+/// One provider key as the tracker knows it.
+struct Tracked {
+    label: String,
+    /// `key:{provider}:{label}`.
+    store_key: Box<str>,
+    /// Of the key's value: a set-aside record for another value is stale.
+    fingerprint: u64,
+}
+
+/// Cooldown and set-aside of a provider's keys. Store keys are per provider
+/// (`key:{provider}:{label}`): every deployment on the account sees the
+/// same. A record is `[status, until_ms, fingerprint, since_ms]`: the
+/// fingerprint of the key's value when it was set aside, so a reload that
+/// changes the value restores the key, and one that keeps it does not.
+pub struct KeyTracker {
+    store: Arc<dyn StateStore>,
+    /// Rebuilt when the provider's keys change.
+    keys: ArcSwap<Vec<Tracked>>,
+}
+
+/// A short digest of a key's value (never the value itself).
+fn fingerprint(key: &ProviderKey) -> u64 {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(key.secret.expose().as_bytes());
+    u64::from_le_bytes(d[..8].try_into().unwrap_or_default())
+}
 
 impl KeyTracker {
-    pub fn new<'a>(
-        store: Arc<dyn StateStore>,
-        provider: &str,
-        labels: impl IntoIterator<Item = &'a str>,
-    ) -> Self {
+    pub fn new(store: Arc<dyn StateStore>, provider: &str, keys: &[ProviderKey]) -> Self {
         let t = KeyTracker {
             store,
             keys: ArcSwap::from_pointee(Vec::new()),
         };
-        t.set_keys(provider, labels);
+        t.set_keys(provider, keys);
         t
     }
 
-    pub fn set_keys<'a>(&self, provider: &str, labels: impl IntoIterator<Item = &'a str>) {
-        let keys = labels
-            .into_iter()
-            .map(|l| (l.to_owned(), format!("key:{provider}:{l}").into()))
+    /// The provider's keys (again, on a reload). A key whose value is not
+    /// the one it was set aside or cooled down with is restored.
+    pub fn set_keys(&self, provider: &str, keys: &[ProviderKey]) {
+        let now = Instant::now();
+        let tracked: Vec<Tracked> = keys
+            .iter()
+            .map(|k| Tracked {
+                label: k.label.clone(),
+                store_key: format!("key:{provider}:{}", k.label).into(),
+                fingerprint: fingerprint(k),
+            })
             .collect();
-        self.keys.store(Arc::new(keys));
-    }
-
-    fn mark(&self, label: &str, status: u64, ttl: Duration) {
-        let keys = self.keys.load();
-        if let Some((_, k)) = keys.iter().find(|(l, _)| l == label) {
-            let now = Instant::now();
-            self.store
-                .put(k, Some(Record([status, 0, 0, 0])), Some(ttl), now);
-        }
-    }
-
-    /// Upstream 401 or `insufficient_quota`: set the key aside.
-    pub fn quarantine(&self, label: &str) {
-        self.mark(label, QUARANTINED, QUARANTINE);
-    }
-
-    /// A key's own 429: skip it until `until` (never extends a quarantine).
-    pub fn cool_down(&self, label: &str, until: Instant) {
-        if self.status(label) != KeyStatus::Quarantined {
-            let ttl = until.saturating_duration_since(Instant::now());
-            if !ttl.is_zero() {
-                self.mark(label, COOLING, ttl);
+        for t in &tracked {
+            let rec = self.store.get(&t.store_key, now);
+            if rec.is_some_and(|r| r.0[2] != t.fingerprint) {
+                tracing::info!(provider, key = %t.label, "the key's value changed: it is in use again");
+                self.store.swap_if(&t.store_key, rec, None, None, now);
             }
         }
+        self.keys.store(Arc::new(tracked));
+    }
+
+    /// The tracked key `key` names, if `key` still has the value tracked
+    /// (an attempt that began before a reload changed it says nothing
+    /// about the new value).
+    fn current(&self, key: &ProviderKey) -> Option<Box<str>> {
+        let fp = fingerprint(key);
+        let keys = self.keys.load();
+        keys.iter()
+            .find(|t| t.label == key.label && t.fingerprint == fp)
+            .map(|t| t.store_key.clone())
+    }
+
+    /// `f` on the tracked key named `label` (no copy of its store key: this
+    /// runs per request).
+    fn with<R>(&self, label: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
+        let keys = self.keys.load();
+        keys.iter()
+            .find(|t| t.label == label)
+            .map(|t| f(&t.store_key))
+    }
+
+    /// The upstream rejected `key`, or its quota is spent: set it aside. A
+    /// key already set aside keeps its `since` (its checks go on).
+    pub fn set_aside(&self, key: &ProviderKey, why: SetAside) {
+        let Some(k) = self.current(key) else { return };
+        let now = Instant::now();
+        let status = match why {
+            SetAside::Rejected => REJECTED,
+            SetAside::Spent => SPENT,
+        };
+        let ms = self.store.millis(now);
+        let since = match self.store.get(&k, now) {
+            Some(r) if r.0[0] == status => r.0[3],
+            _ => ms,
+        };
+        let until = ms + QUARANTINE.as_millis() as u64;
+        let rec = Record([status, until, fingerprint(key), since]);
+        self.store.put(&k, Some(rec), Some(QUARANTINE), now);
+    }
+
+    /// A key's own 429: skip it until `until` (never shortens a set-aside).
+    pub fn cool_down(&self, key: &ProviderKey, until: Instant) {
+        let Some(k) = self.current(key) else { return };
+        let now = Instant::now();
+        let ttl = until.saturating_duration_since(now);
+        let current = self.store.get(&k, now);
+        if ttl.is_zero() || current.is_some_and(|r| r.0[0] != COOLING) {
+            return;
+        }
+        let until_ms = self.store.millis(now) + ttl.as_millis() as u64;
+        let rec = Record([COOLING, until_ms, fingerprint(key), 0]);
+        self.store.put(&k, Some(rec), Some(ttl), now);
+    }
+
+    /// Back in use at once (an operator's reset). False for an unknown label.
+    pub fn restore(&self, label: &str) -> bool {
+        self.with(label, |k| self.store.put(k, None, None, Instant::now()))
+            .is_some()
+    }
+
+    /// The background check got the key through: back in use, unless it
+    /// was restored or set aside anew meanwhile.
+    pub fn restore_checked(&self, label: &str, since: u64) -> bool {
+        let now = Instant::now();
+        self.with(label, |k| {
+            let rec = self.store.get(k, now);
+            rec.is_some_and(|r| r.0[0] == REJECTED && r.0[3] == since)
+                && self.store.swap_if(k, rec, None, None, now)
+        })
+        .unwrap_or(false)
+    }
+
+    /// The background check was refused again: the key stays aside for
+    /// another [`QUARANTINE`].
+    pub fn still_rejected(&self, label: &str, since: u64) {
+        let now = Instant::now();
+        self.with(label, |k| match self.store.get(k, now) {
+            Some(rec) if rec.0[0] == REJECTED && rec.0[3] == since => {
+                let mut again = rec;
+                again.0[1] = self.store.millis(now) + QUARANTINE.as_millis() as u64;
+                self.store
+                    .swap_if(k, Some(rec), Some(again), Some(QUARANTINE), now);
+            }
+            _ => {}
+        });
     }
 
     pub fn status(&self, label: &str) -> KeyStatus {
-        let keys = self.keys.load();
-        let rec = keys
-            .iter()
-            .find(|(l, _)| l == label)
-            .and_then(|(_, k)| self.store.get(k, Instant::now()));
-        match rec.map(|r| r.0[0]) {
-            Some(QUARANTINED) => KeyStatus::Quarantined,
+        let now = Instant::now();
+        match self
+            .with(label, |k| self.store.get(k, now))
+            .flatten()
+            .map(|r| r.0[0])
+        {
+            Some(REJECTED | SPENT) => KeyStatus::Quarantined,
             Some(COOLING) => KeyStatus::CoolingDown,
             _ => KeyStatus::Active,
         }
     }
 
-    /// The keys worth trying now. When every key is set aside this is empty,
-    /// and the caller treats the deployment as exhausted.
+    /// The keys worth trying now. When this is empty, [`KeyTracker::standing`]
+    /// says why.
     pub fn usable_keys<'a, K>(
         &'a self,
         keys: &'a [K],
@@ -261,13 +395,60 @@ impl KeyTracker {
             .filter(move |k| self.status(label(k)) == KeyStatus::Active)
     }
 
-    pub fn states(&self) -> Vec<KeyState> {
+    /// Why the keys that are not usable are not, and for how long.
+    pub fn standing(&self) -> Standing {
+        let now = Instant::now();
+        let ms = self.store.millis(now);
+        let mut s = Standing::default();
+        let soonest = |a: Option<Duration>, until: u64| {
+            let d = Duration::from_millis(until.saturating_sub(ms));
+            Some(a.map_or(d, |a| a.min(d)))
+        };
+        for t in self.keys.load().iter() {
+            match self.store.get(&t.store_key, now).map(|r| r.0) {
+                Some([COOLING, until, ..]) => s.cooling = soonest(s.cooling, until),
+                Some([REJECTED, ..]) => s.rejected = true,
+                Some([SPENT, until, ..]) => s.spent = soonest(s.spent, until),
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// The keys set aside as bad, for the background check.
+    pub fn rejected(&self) -> Vec<RejectedKey> {
+        let now = Instant::now();
         self.keys
             .load()
             .iter()
-            .map(|(l, _)| KeyState {
-                label: l.clone(),
-                status: self.status(l),
+            .filter_map(|t| match self.store.get(&t.store_key, now)?.0 {
+                [REJECTED, _, _, since] => Some(RejectedKey {
+                    label: t.label.clone(),
+                    since,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn states(&self) -> Vec<KeyState> {
+        let now = Instant::now();
+        self.keys
+            .load()
+            .iter()
+            .map(|t| {
+                let status = self.store.get(&t.store_key, now).map(|r| r.0[0]);
+                let (status, reason) = match status {
+                    Some(REJECTED) => (KeyStatus::Quarantined, Some("rejected")),
+                    Some(SPENT) => (KeyStatus::Quarantined, Some("quota_exhausted")),
+                    Some(COOLING) => (KeyStatus::CoolingDown, None),
+                    _ => (KeyStatus::Active, None),
+                };
+                KeyState {
+                    label: t.label.clone(),
+                    status,
+                    reason,
+                }
             })
             .collect()
     }
@@ -351,23 +532,110 @@ mod tests {
         assert_eq!(h.snapshot(Instant::now(), CircuitState::Closed).inflight, 0);
     }
 
+    fn key(label: &str, value: &str) -> ProviderKey {
+        ProviderKey {
+            label: label.into(),
+            secret: crate::observe::redact::Secret::new(value.into()),
+            weight: 1,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn key_cooldown_and_quarantine() {
-        let t = KeyTracker::new(Arc::new(MemoryStore::new()), "p", ["a", "b", "c"]);
-        t.quarantine("a");
-        t.cool_down("b", Instant::now() + Duration::from_secs(5));
-        t.cool_down("a", Instant::now() + Duration::from_secs(1));
-        let keys = ["a", "b", "c"];
-        let usable: Vec<_> = t.usable_keys(&keys, |k| k).collect();
+    async fn key_cooldown_and_set_aside() {
+        let (a, b, c) = (key("a", "sk-a"), key("b", "sk-b"), key("c", "sk-c"));
+        let t = KeyTracker::new(
+            Arc::new(MemoryStore::new()),
+            "p",
+            &[a.clone(), b.clone(), c.clone()],
+        );
+        t.set_aside(&a, SetAside::Spent);
+        t.cool_down(&b, Instant::now() + Duration::from_secs(5));
+        t.cool_down(&a, Instant::now() + Duration::from_secs(1));
+        let labels = ["a", "b", "c"];
+        let usable: Vec<_> = t.usable_keys(&labels, |k| k).collect();
         assert_eq!(usable, [&"c"]);
         let states: Vec<_> = t.states().into_iter().map(|k| k.status).collect();
         use KeyStatus::*;
         assert_eq!(states, [Quarantined, CoolingDown, Active]);
+        let s = t.standing();
+        assert_eq!(s.cooling, Some(Duration::from_secs(5)));
+        assert_eq!((s.rejected, s.spent), (false, Some(QUARANTINE)));
         tokio::time::advance(Duration::from_secs(5)).await;
         assert_eq!((t.status("a"), t.status("b")), (Quarantined, Active));
         tokio::time::advance(QUARANTINE).await;
-        assert_eq!(t.status("a"), Active);
+        assert_eq!(t.status("a"), Active, "a spent key comes back in time");
         let json = serde_json::to_string(&t.states()[0]).unwrap();
         assert_eq!(json, r#"{"label":"a","status":"active"}"#);
+        t.set_aside(&c, SetAside::Rejected);
+        let json = serde_json::to_string(&t.states()[2]).unwrap();
+        assert_eq!(
+            json,
+            r#"{"label":"c","status":"quarantined","reason":"rejected"}"#
+        );
+        assert!(t.standing().rejected);
+    }
+
+    /// The background check restores only the case it checked; a check
+    /// that is refused again keeps the key aside past [`QUARANTINE`].
+    #[tokio::test(start_paused = true)]
+    async fn checks_restore_the_case_they_checked() {
+        let a = key("a", "sk-a");
+        let t = KeyTracker::new(Arc::new(MemoryStore::new()), "p", std::slice::from_ref(&a));
+        t.set_aside(&a, SetAside::Rejected);
+        let [first] = &t.rejected()[..] else { panic!() };
+        tokio::time::advance(Duration::from_secs(1)).await;
+        t.set_aside(&a, SetAside::Rejected);
+        assert_eq!(t.rejected()[0].since, first.since, "the same case goes on");
+        tokio::time::advance(QUARANTINE - Duration::from_secs(2)).await;
+        t.still_rejected("a", first.since);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(
+            t.status("a"),
+            KeyStatus::Quarantined,
+            "a refused check extends it"
+        );
+        // Reset by hand, then set aside anew: the old check's word is stale.
+        assert!(t.restore("a"));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        t.set_aside(&a, SetAside::Rejected);
+        assert!(!t.restore_checked("a", first.since));
+        let now = t.rejected()[0].since;
+        assert!(t.restore_checked("a", now));
+        assert_eq!(t.status("a"), KeyStatus::Active);
+        assert!(!t.restore("nope"));
+    }
+
+    /// A reload that changes a key's value brings it back; one that keeps
+    /// the value keeps it aside. An attempt made with the old value after
+    /// the reload sets nothing aside.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_value_restores_the_key() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let (a, b) = (key("a", "sk-a"), key("b", "sk-b"));
+        let t = KeyTracker::new(store.clone(), "p", &[a.clone(), b.clone()]);
+        t.set_aside(&a, SetAside::Rejected);
+        t.cool_down(&b, Instant::now() + Duration::from_secs(30));
+        // Another deployment of the provider sees the same records.
+        let other = KeyTracker::new(store, "p", &[a.clone(), b.clone()]);
+        assert_eq!(other.status("a"), KeyStatus::Quarantined);
+        other.set_keys("p", &[a.clone(), b.clone()]);
+        assert_eq!(
+            t.status("a"),
+            KeyStatus::Quarantined,
+            "same value: still aside"
+        );
+        let a2 = key("a", "sk-a-rotated");
+        t.set_keys("p", &[a2.clone(), b.clone()]);
+        assert_eq!(t.status("a"), KeyStatus::Active, "new value: in use");
+        assert_eq!(t.status("b"), KeyStatus::CoolingDown);
+        t.set_aside(&a, SetAside::Rejected);
+        t.cool_down(&a, Instant::now() + Duration::from_secs(30));
+        assert_eq!(
+            t.status("a"),
+            KeyStatus::Active,
+            "the old value's failure is stale"
+        );
+        t.set_aside(&a2, SetAside::Rejected);
+        assert_eq!(t.status("a"), KeyStatus::Quarantined);
     }
 }

@@ -6,14 +6,22 @@
 //! contract's table decides — retry the same deployment after the upstream's
 //! Retry-After or a full-jitter backoff (within the route's `retry.attempts`,
 //! the retry budget and the deadline), move to the next candidate, or return
-//! at once. An upstream 401/403 or spent quota sets that key aside and tries
-//! the next key, then the next deployment. A `context_too_long` escalates to
+//! at once. Keys (contract §8): an answer that says the key itself is bad
+//! (`auth_failed` from the upstream) or spent quota sets that key aside and
+//! tries the next key, then the next deployment; a 403 about one request
+//! (`forbidden`) sets nothing aside. A key rejected as bad is checked again
+//! in the background (`key_check`). A 429 with Retry-After cools its key
+//! down for that long; while every key of the provider cools down, a request
+//! moves on to its next candidate, or, on its last, waits for a key within
+//! its deadline, else answers `rate_limited` with Retry-After — never
+//! `auth_failed`. A `context_too_long` escalates to
 //! a candidate with a larger window when the route allows it. Streams are
 //! opened up to their first event inside the attempt, so everything here
 //! happens before the client has seen a byte. Every attempt is logged.
 
 pub mod circuit;
 pub mod health;
+pub mod key_check;
 pub mod limits;
 pub mod relay;
 pub mod resume;
@@ -33,6 +41,7 @@ use crate::observe::ctx::{AttemptLog, RequestCtx};
 use crate::route::{Candidate, Plan};
 use crate::state::live::DeploymentRt;
 use circuit::Admit;
+use health::SetAside;
 
 pub struct Served {
     pub answer: Answer,
@@ -134,7 +143,8 @@ pub async fn execute_op(
     let mut errors: Vec<GatewayError> = Vec::new();
     // Escalation: after a context_too_long, only larger windows are worth it.
     let mut min_window: Option<u32> = None;
-    for cand in &plan.candidates {
+    for (i, cand) in plan.candidates.iter().enumerate() {
+        let last = i + 1 == plan.candidates.len();
         if past(call.deadline) {
             errors.push(GatewayError::upstream(
                 ErrorCode::Timeout,
@@ -180,7 +190,7 @@ pub async fn execute_op(
                 fallback_reason: errors.first().map(fallback_reason).or(plan.passed_over),
             });
         }
-        match on_deployment(cand, op, call, estimate, plan, ctx).await {
+        match on_deployment(cand, op, call, estimate, plan, last, ctx).await {
             Ok(answer) => {
                 let attempts = ctx.attempts.len();
                 return Ok(Served {
@@ -276,12 +286,14 @@ fn fallback_reason(e: &GatewayError) -> &'static str {
 }
 
 /// Every attempt on one deployment: keys, retries, circuit and limits.
+/// `last`: no candidate comes after this one (so it may wait for a key).
 async fn on_deployment(
     cand: &Candidate,
     op: Op<'_, '_>,
     call: &CallInfo,
     estimate: u64,
     plan: &Plan,
+    last: bool,
     ctx: &mut RequestCtx,
 ) -> Result<Answer, GatewayError> {
     let dep = &cand.dep;
@@ -290,17 +302,12 @@ async fn on_deployment(
     st.retry_budget.deposit();
     let mut failed = 0u32;
     loop {
+        // The key first: a request waiting for one holds no slot.
+        let key = key_for_attempt(dep, call, last && !probe, ctx).await?;
         // Admitted per attempt: a request sleeping before its retry (e.g. a
         // 429's Retry-After) holds no concurrency slot, and rpm/tpm count
         // every request actually sent upstream.
         let slot = admit_attempt(dep, estimate, ctx).await?;
-        let key = match pick_key(dep) {
-            Ok(k) => k,
-            Err(e) => {
-                slot.cancel();
-                return Err(e);
-            }
-        };
         let result = attempt(dep, key, op, call, probe, ctx).await;
         let e = match result {
             Ok(answer) => return Ok(slot.serve(answer)),
@@ -308,13 +315,22 @@ async fn on_deployment(
         };
         failed += 1;
         if set_key_aside(dep, key, &e) {
-            // Another key may do: not a retry of the same request shape.
-            if !probe && usable_keys(dep) > 0 {
+            // Another key may do (now, or once its cooldown ends): not a
+            // retry of the same request shape.
+            if !probe && keys_left(dep) {
                 slot.settle(0);
                 continue;
             }
             slot.cancel();
             return Err(e);
+        }
+        // The key cools down for exactly the wait the upstream asked for,
+        // so the retry that wait was for finds it usable (§4), and other
+        // requests wait for it or go elsewhere instead of meeting the same 429.
+        if e.code == ErrorCode::RateLimited {
+            if let (Some(k), Some(wait)) = (key, e.retry_after) {
+                st.keys.cool_down(k, Instant::now() + wait);
+            }
         }
         let remaining = call
             .deadline
@@ -326,13 +342,6 @@ async fn on_deployment(
         };
         match delay {
             Some(d) if st.retry_budget.try_withdraw(failed == 1) => {
-                // The key cools down for exactly the wait the upstream asked
-                // for, so the retry that wait was for finds it usable (§4).
-                if e.code == ErrorCode::RateLimited {
-                    if let (Some(k), Some(wait)) = (key, e.retry_after) {
-                        st.keys.cool_down(&k.label, Instant::now() + wait);
-                    }
-                }
                 ctx.retries += 1;
                 // The attempt counts against rpm; its slot is free while we wait.
                 slot.settle(0);
@@ -627,30 +636,75 @@ fn traced_call(ctx: &RequestCtx, span_id: Option<u64>, call: &CallInfo) -> Optio
     })
 }
 
-/// Quarantine a key the upstream rejected or whose quota is spent.
+/// Set aside a key the upstream said is bad, or whose quota is spent. Only
+/// those answers do: a 403 about one request is `forbidden`, not
+/// `auth_failed` (the adapters' `errors` modules decide).
 fn set_key_aside(dep: &DeploymentRt, key: Option<&ProviderKey>, e: &GatewayError) -> bool {
-    let bad_key =
-        (e.code == ErrorCode::AuthFailed && e.source == Source::Upstream) || e.quota_exhausted;
-    match (bad_key, key) {
-        (true, Some(k)) => {
-            tracing::error!(deployment = %dep.name, key = %k.label, "upstream rejected the gateway's key ({}); key set aside", e.code);
-            dep.state.keys.quarantine(&k.label);
-            true
+    let why = if e.quota_exhausted {
+        SetAside::Spent
+    } else if e.code == ErrorCode::AuthFailed && e.source == Source::Upstream {
+        SetAside::Rejected
+    } else {
+        return false;
+    };
+    if let Some(k) = key {
+        tracing::error!(deployment = %dep.name, key = %k.label, "upstream rejected the gateway's key ({}); key set aside", e.code);
+        dep.state.keys.set_aside(k, why);
+    }
+    true
+}
+
+/// Some key of the provider is usable now or after its cooldown.
+fn keys_left(dep: &DeploymentRt) -> bool {
+    let keys = &dep.state.keys;
+    keys.usable_keys(&dep.provider.cfg.keys, |k| k.label.as_str())
+        .next()
+        .is_some()
+        || keys.standing().cooling.is_some()
+}
+
+/// Why no key of a provider can be used now.
+enum NoKey {
+    /// Every usable key cools down after a 429; the first is back in this.
+    Cooling(std::time::Duration),
+    /// Some key was set aside as bad (and none cools down).
+    Rejected,
+    /// Every key's quota is spent; the first is tried again in this.
+    Spent(std::time::Duration),
+}
+
+impl NoKey {
+    /// Only keys set aside as bad answer `auth_failed`; keys that wait out
+    /// a 429 or a spent quota answer `rate_limited` with Retry-After.
+    fn error(&self, provider: &str) -> GatewayError {
+        match *self {
+            NoKey::Cooling(wait) => GatewayError::upstream(
+                ErrorCode::RateLimited,
+                format!(
+                    "every key of provider {provider} is rate-limited by the upstream for {:.1} s more",
+                    wait.as_secs_f64()
+                ),
+            )
+            .with_retry_after(Some(wait)),
+            NoKey::Rejected => GatewayError::upstream(
+                ErrorCode::AuthFailed,
+                format!("every key of provider {provider} is set aside: the upstream rejected it (it is checked again in the background)"),
+            ),
+            NoKey::Spent(wait) => {
+                let mut e = GatewayError::upstream(
+                    ErrorCode::RateLimited,
+                    format!("every key of provider {provider} has spent its quota"),
+                )
+                .with_retry_after(Some(wait));
+                e.quota_exhausted = true;
+                e
+            }
         }
-        (true, None) => true,
-        _ => false,
     }
 }
 
-fn usable_keys(dep: &DeploymentRt) -> usize {
-    dep.state
-        .keys
-        .usable_keys(&dep.provider.cfg.keys, |k| k.label.as_str())
-        .count()
-}
-
 /// A usable key by weight; `None` when the provider needs none.
-pub(crate) fn pick_key(dep: &DeploymentRt) -> Result<Option<&ProviderKey>, GatewayError> {
+fn choose_key(dep: &DeploymentRt) -> Result<Option<&ProviderKey>, NoKey> {
     let keys = &dep.provider.cfg.keys;
     if keys.is_empty() {
         return Ok(None);
@@ -660,13 +714,66 @@ pub(crate) fn pick_key(dep: &DeploymentRt) -> Result<Option<&ProviderKey>, Gatew
         .keys
         .usable_keys(keys, |k| k.label.as_str())
         .collect();
-    match crate::upstream::keys::pick_from(&usable) {
-        Some(k) => Ok(Some(k)),
-        None => Err(GatewayError::upstream(
-            ErrorCode::AuthFailed,
-            format!("every key of provider {} is set aside", dep.provider.name),
-        )),
+    if let Some(k) = crate::upstream::keys::pick_from(&usable) {
+        return Ok(Some(k));
     }
+    let standing = dep.state.keys.standing();
+    Err(match standing {
+        health::Standing {
+            cooling: Some(wait),
+            ..
+        } => NoKey::Cooling(wait),
+        health::Standing { rejected: true, .. } => NoKey::Rejected,
+        health::Standing { spent, .. } => NoKey::Spent(spent.unwrap_or(health::QUARANTINE)),
+    })
+}
+
+/// [`choose_key`], with its refusal as the error the client would see.
+pub(crate) fn pick_key(dep: &DeploymentRt) -> Result<Option<&ProviderKey>, GatewayError> {
+    choose_key(dep).map_err(|n| n.error(&dep.provider.name))
+}
+
+/// The key for the next attempt. While every key cools down after a 429,
+/// a request that may wait (its last candidate) sleeps until the first is
+/// back — plus a little jitter, so the waiters do not all meet the upstream
+/// at once — if that is within its deadline and the provider's `total`;
+/// otherwise the refusal is logged and returned, and the caller moves on.
+async fn key_for_attempt<'d>(
+    dep: &'d DeploymentRt,
+    call: &CallInfo,
+    may_wait: bool,
+    ctx: &mut RequestCtx,
+) -> Result<Option<&'d ProviderKey>, GatewayError> {
+    let give_up_at = adapters::earliest(
+        Instant::now() + dep.provider.cfg.timeouts.total,
+        call.deadline,
+    );
+    loop {
+        let no_key = match choose_key(dep) {
+            Ok(k) => return Ok(k),
+            Err(n) => n,
+        };
+        let wake = match no_key {
+            NoKey::Cooling(wait) if may_wait => Instant::now() + wait + jitter(wait),
+            _ => give_up_at,
+        };
+        if wake >= give_up_at {
+            let e = no_key.error(&dep.provider.name);
+            let outcome = e.code.as_str();
+            ctx.attempts
+                .push(AttemptLog::skipped(&dep.name, &dep.provider.name, outcome));
+            return Err(e);
+        }
+        tokio::time::sleep_until(wake).await;
+    }
+}
+
+/// Up to a tenth of a wait, at most 250 ms, on top of it (never less).
+fn jitter(wait: std::time::Duration) -> std::time::Duration {
+    use rand::Rng;
+    let cap = (wait / 10).min(std::time::Duration::from_millis(250));
+    let ms = rand::rng().random_range(0..=cap.as_millis() as u64);
+    std::time::Duration::from_millis(ms)
 }
 
 fn past(deadline: Option<Instant>) -> bool {

@@ -119,9 +119,7 @@ impl DeploymentState {
     fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config, fleet: Option<Arc<Fleet>>) -> Self {
         let scope = format!("dep:{id}");
         let (provider, p) = provider_of(cfg, id);
-        let labels = p
-            .iter()
-            .flat_map(|p| p.keys.iter().map(|k| k.label.as_str()));
+        let keys = p.map_or(&[][..], |p| &p.keys[..]);
         DeploymentState {
             id: id.to_owned(),
             circuit: Breaker::new(
@@ -136,7 +134,7 @@ impl DeploymentState {
                 p.map(|p| p.limits).unwrap_or_default(),
             ),
             retry_budget: RetryBudget::new(store.clone(), &scope),
-            keys: KeyTracker::new(store.clone(), provider, labels),
+            keys: KeyTracker::new(store.clone(), provider, keys),
             shared_windows: fleet.as_ref().map(|f| {
                 (
                     f.key(&format!("dep:{id}:rpm")).into(),
@@ -176,8 +174,8 @@ impl DeploymentState {
         if let Some(p) = p {
             self.circuit.set_config(p.circuit);
             self.limits.set_config(p.limits);
-            self.keys
-                .set_keys(provider, p.keys.iter().map(|k| k.label.as_str()));
+            // A key whose value changed is in use again.
+            self.keys.set_keys(provider, &p.keys);
         }
     }
 
@@ -462,7 +460,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn reconcile_keeps_state_across_a_reload() {
         let reg = Registry::new(Arc::new(MemoryStore::new()));
-        reg.reconcile(&config("  - { provider: p, model: b }\n", 100));
+        let first = config("  - { provider: p, model: b }\n", 100);
+        reg.reconcile(&first);
         let a = reg.get("p/a").unwrap();
         let err = GatewayError::new(ErrorCode::UpstreamError, Source::Upstream, "boom");
         let now = Instant::now();
@@ -476,7 +475,10 @@ mod tests {
             .unwrap();
         assert_eq!(t.to, CircuitState::Open);
         a.limits.check_rate(now, 10).ok().unwrap().settle(10);
-        a.keys.quarantine("env:K1");
+        let k1 = &first.providers["p"].keys[0];
+        assert_eq!(k1.label, "env:K1");
+        a.keys
+            .set_aside(k1, crate::reliability::health::SetAside::Rejected);
 
         // Reload: `p/b` gone, `p/c` new, rpm lowered; `p/a` keeps everything.
         reg.reconcile(&config("  - { provider: p, model: c }\n", 1));

@@ -14,11 +14,14 @@ pub fn classify(
     secrets: &[&str],
 ) -> GatewayError {
     let reading = match parse_error(body) {
-        Some((_kind, message)) => {
+        Some((kind, message)) => {
             let lower = message.to_ascii_lowercase();
             Reading {
                 context_length: says_context_length(&lower),
                 quota: lower.contains("credit balance is too low"),
+                // `permission_error` (403) is about what was asked for (a
+                // model the key may not use), not the key.
+                bad_key: kind == "authentication_error",
                 message,
                 ..Reading::default()
             }
@@ -37,7 +40,8 @@ pub fn in_band(e: &StreamError) -> GatewayError {
         "overloaded_error" => ErrorCode::Overloaded,
         "rate_limit_error" => ErrorCode::RateLimited,
         "invalid_request_error" => ErrorCode::InvalidRequest,
-        "authentication_error" | "permission_error" => ErrorCode::AuthFailed,
+        "authentication_error" => ErrorCode::AuthFailed,
+        "permission_error" => ErrorCode::Forbidden,
         "not_found_error" => ErrorCode::ModelNotFound,
         "request_too_large" => ErrorCode::PayloadTooLarge,
         _ => ErrorCode::UpstreamError,
@@ -72,10 +76,13 @@ mod tests {
             fixture("anthropic/error_401_authentication").code,
             ErrorCode::AuthFailed
         );
+        // A resource this key may not use: that request fails, the key stays.
+        let e = fixture("anthropic/error_403_permission");
         assert_eq!(
-            fixture("anthropic/error_403_permission").code,
-            ErrorCode::AuthFailed
+            (e.code, e.source),
+            (ErrorCode::Forbidden, crate::error::Source::Upstream)
         );
+        assert!(e.fall_back());
         assert_eq!(
             fixture("anthropic/error_404_model_not_found").code,
             ErrorCode::ModelNotFound
@@ -105,5 +112,15 @@ mod tests {
             message: "Overloaded".into(),
         });
         assert_eq!(e.code, ErrorCode::Overloaded);
+        let e = in_band(&StreamError {
+            kind: "permission_error".into(),
+            message: "no".into(),
+        });
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        let e = in_band(&StreamError {
+            kind: "authentication_error".into(),
+            message: "invalid x-api-key".into(),
+        });
+        assert_eq!(e.code, ErrorCode::AuthFailed);
     }
 }

@@ -24,14 +24,31 @@ pub fn classify(
 
 fn read(g: GeminiError) -> Reading {
     let lower = g.message.to_ascii_lowercase();
+    let reason = g.reason.as_deref().unwrap_or_default();
     Reading {
         context_length: says_context_length(&lower),
-        // Google answers a bad key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
-        bad_key: g.reason.as_deref() == Some("API_KEY_INVALID"),
+        // Google answers a bad key with 400 INVALID_ARGUMENT, reason
+        // API_KEY_INVALID; a request with no key at all gets 403 "…
+        // unregistered callers …".
+        bad_key: key_reason(reason)
+            || (g.status == "PERMISSION_DENIED" && lower.contains("unregistered callers")),
+        quota: reason == "BILLING_DISABLED",
         retry_after: g.retry_delay,
         message: g.message,
         ..Reading::default()
     }
+}
+
+/// `ErrorInfo` reasons about the key or the project it belongs to (every
+/// request with this key fails the same way, whatever it asks), as opposed
+/// to a 403 about one request (`IAM_PERMISSION_DENIED` on a model, …).
+fn key_reason(reason: &str) -> bool {
+    // API_KEY_INVALID, API_KEY_SERVICE_BLOCKED, API_KEY_IP_ADDRESS_BLOCKED, …
+    reason.starts_with("API_KEY_")
+        || matches!(
+            reason,
+            "SERVICE_DISABLED" | "CONSUMER_INVALID" | "CONSUMER_SUSPENDED"
+        )
 }
 
 /// An error object inside a stream.
@@ -40,7 +57,8 @@ pub fn in_band(g: GeminiError) -> GatewayError {
         "RESOURCE_EXHAUSTED" => ErrorCode::RateLimited,
         "UNAVAILABLE" => ErrorCode::Overloaded,
         "INVALID_ARGUMENT" | "FAILED_PRECONDITION" => ErrorCode::InvalidRequest,
-        "PERMISSION_DENIED" | "UNAUTHENTICATED" => ErrorCode::AuthFailed,
+        "UNAUTHENTICATED" => ErrorCode::AuthFailed,
+        "PERMISSION_DENIED" => ErrorCode::Forbidden,
         "DEADLINE_EXCEEDED" => ErrorCode::Timeout,
         _ => ErrorCode::UpstreamError,
     };
@@ -73,6 +91,8 @@ mod tests {
             fixture("gemini/error_403_missing_api_key").code,
             ErrorCode::AuthFailed
         );
+        // The key's project has the API off: every request with this key
+        // fails alike, so it is the key's problem.
         assert_eq!(
             fixture("gemini/error_403_service_disabled").code,
             ErrorCode::AuthFailed
@@ -92,5 +112,25 @@ mod tests {
             fixture("gemini/error_503_unavailable").code,
             ErrorCode::Overloaded
         );
+    }
+
+    /// A 403 about one request (a model this key's project may not use)
+    /// is `forbidden`: no key is set aside for it.
+    #[test]
+    fn a_permission_refusal_of_one_request_is_not_about_the_key() {
+        let body = br#"{"error":{"code":403,"message":"Permission denied on resource models/gemini-2.5-pro (or it may not exist).","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"IAM_PERMISSION_DENIED","domain":"googleapis.com"}]}}"#;
+        let e = classify(StatusCode::FORBIDDEN, &HeaderMap::new(), body, &[]);
+        assert_eq!(
+            (e.code, e.source),
+            (ErrorCode::Forbidden, crate::error::Source::Upstream)
+        );
+        let denied = GeminiError {
+            code: 403,
+            status: "PERMISSION_DENIED".into(),
+            message: "no".into(),
+            retry_delay: None,
+            reason: None,
+        };
+        assert_eq!(in_band(denied).code, ErrorCode::Forbidden);
     }
 }

@@ -64,21 +64,33 @@ fn read(body: &[u8]) -> Reading {
     let message = b.error.message.as_deref().unwrap_or_default().to_owned();
     let code = b.error.code_str().unwrap_or_default();
     let kind = b.error.kind.as_deref().unwrap_or_default();
+    let lower = message.to_ascii_lowercase();
     Reading {
         // OpenAI says `context_length_exceeded`; DeepSeek and vLLM only say it in words.
-        context_length: code == "context_length_exceeded"
-            || says_context_length(&message.to_ascii_lowercase()),
+        context_length: code == "context_length_exceeded" || says_context_length(&lower),
         content_filter: code == "content_filter",
-        quota: code == "insufficient_quota" || kind == "insufficient_quota",
+        // Moonshot: `exceeded_current_quota_error`, with a 403.
+        quota: code == "insufficient_quota"
+            || kind == "insufficient_quota"
+            || kind == "exceeded_current_quota_error",
+        bad_key: code == "invalid_api_key",
+        not_key: about_permissions(&lower),
         message,
         ..Reading::default()
     }
 }
 
+/// OpenAI answers a restricted key that lacks a scope with a 401 "You have
+/// insufficient permissions for this operation. Missing scopes: …": the key
+/// is good, this kind of request is not allowed with it.
+fn about_permissions(lower: &str) -> bool {
+    lower.contains("insufficient permissions") || lower.contains("missing scopes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorCode;
+    use crate::error::{ErrorCode, Source};
 
     /// Serve a fixture envelope through `classify`.
     fn fixture(name: &str) -> GatewayError {
@@ -100,10 +112,11 @@ mod tests {
         assert_eq!(e.code, ErrorCode::AuthFailed);
         assert!(e.fall_back());
         assert!(!e.message.contains("sk-"), "key leaked: {}", e.message);
-        assert_eq!(
-            fixture("openai/error_403_unsupported_region").code,
-            ErrorCode::AuthFailed
-        );
+        // A refusal of where the request came from, not of the key.
+        let e = fixture("openai/error_403_unsupported_region");
+        assert_eq!((e.code, e.source), (ErrorCode::Forbidden, Source::Upstream));
+        assert!(e.fall_back(), "another deployment may serve it");
+        assert!(!crate::reliability::circuit::counts_as_failure(&e));
         assert_eq!(
             fixture("openai/error_404_model_not_found").code,
             ErrorCode::ModelNotFound
@@ -166,6 +179,46 @@ mod tests {
         assert_eq!(
             fixture("qwen/error_401_invalid_api_key").code,
             ErrorCode::AuthFailed
+        );
+        assert_eq!(
+            fixture("moonshot/error_401_invalid_authentication").code,
+            ErrorCode::AuthFailed
+        );
+        // Moonshot says a spent account with a 403: the key is spent, not bad.
+        let e = fixture("moonshot/error_403_exceeded_current_quota");
+        assert_eq!((e.code, e.quota_exhausted), (ErrorCode::RateLimited, true));
+    }
+
+    /// Only an answer about the key itself is `auth_failed` (what sets a
+    /// key aside); a 401/403 about what one request asked for is
+    /// `forbidden`, for that request alone.
+    #[test]
+    fn refusals_of_one_request_are_not_about_the_key() {
+        let json = |status: u16, body: &str| {
+            let status = StatusCode::from_u16(status).unwrap();
+            classify(status, &HeaderMap::new(), body.as_bytes(), &[])
+        };
+        // A restricted key without the scope this request needs.
+        let e = json(
+            401,
+            r#"{"error":{"message":"You have insufficient permissions for this operation. Missing scopes: model.request. Check that you have the correct role in your organization (Reader, Writer, Owner) and project (Member, Owner), and if you're using a restricted API key, that it has the necessary scopes.","type":"invalid_request_error","param":null,"code":null}}"#,
+        );
+        assert_eq!((e.code, e.source), (ErrorCode::Forbidden, Source::Upstream));
+        // A model the project may not use.
+        let e = json(
+            403,
+            r#"{"error":{"message":"Project `proj_abc` does not have access to model `gpt-4o`","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
+        );
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        // Any other 401 is about the key, and so is `invalid_api_key` at any status.
+        assert_eq!(json(401, "<html>401</html>").code, ErrorCode::AuthFailed);
+        let e = json(
+            403,
+            r#"{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+        );
+        assert_eq!(
+            (e.code, e.source),
+            (ErrorCode::AuthFailed, Source::Upstream)
         );
     }
 
