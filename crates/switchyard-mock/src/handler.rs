@@ -150,12 +150,11 @@ fn own_error(proto: Option<Proto>, status: u16, message: &str) -> Response<Body>
 fn envelope_response(name: &str, b: &Behavior) -> Option<Response<Body>> {
     let env = fixtures::get(name)?;
     let headers = env.headers.iter().cloned().chain(b.headers.clone());
-    Some(faults::response(
-        env.status,
-        None,
-        headers,
-        full(env.body.clone()),
-    ))
+    let body = match &b.error_message {
+        Some(m) => crate::json::with_message(&env.body, m),
+        None => env.body.clone(),
+    };
+    Some(faults::response(env.status, None, headers, full(body)))
 }
 
 fn auth_fixture(proto: Proto) -> &'static str {
@@ -167,7 +166,8 @@ fn auth_fixture(proto: Proto) -> &'static str {
     }
 }
 
-fn key_ok(keys: &[String], headers: &HeaderMap, query: Option<&str>) -> bool {
+/// The API keys a request carries, wherever a provider takes them.
+fn sent_keys<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Vec<&'a str> {
     let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
     let bearer = h("authorization").and_then(|a| a.strip_prefix("Bearer "));
     let from_query = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("key=")));
@@ -180,7 +180,27 @@ fn key_ok(keys: &[String], headers: &HeaderMap, query: Option<&str>) -> bool {
     ]
     .into_iter()
     .flatten()
-    .any(|k| keys.iter().any(|valid| valid == k))
+    .collect()
+}
+
+fn key_ok(keys: &[String], headers: &HeaderMap, query: Option<&str>) -> bool {
+    sent_keys(headers, query)
+        .into_iter()
+        .any(|k| keys.iter().any(|valid| valid == k))
+}
+
+/// `error_message` with `{key}` replaced by the key the request carried.
+fn echo_key(b: Arc<Behavior>, headers: &HeaderMap, query: Option<&str>) -> Arc<Behavior> {
+    let Some(m) = b.error_message.as_deref().filter(|m| m.contains("{key}")) else {
+        return b;
+    };
+    let key = sent_keys(headers, query)
+        .first()
+        .copied()
+        .unwrap_or_default();
+    let mut echoed = (*b).clone();
+    echoed.error_message = Some(m.replace("{key}", key));
+    Arc::new(echoed)
 }
 
 /// Pick the behavior: script, then `x-mock-behavior` header, then body `mock`, then default.
@@ -235,7 +255,7 @@ pub(crate) async fn handle(
     let b = match select_behavior(&shared, &parts.headers, json.as_ref())
         .and_then(|b| b.validate().map(|()| b))
     {
-        Ok(b) => b.roll(),
+        Ok(b) => echo_key(b.roll(), &parts.headers, parts.uri.query()),
         Err(msg) => return Ok(own_error(proto, 400, &msg)),
     };
     if b.latency_ms > 0 {
