@@ -30,6 +30,10 @@ pub struct Behavior {
     pub fixture: Option<String>,
     /// Fault to inject.
     pub fault: Option<Fault>,
+    /// The `message` of the error a `fixture` or a `midstream_error` serves, instead of the
+    /// recorded one (the rest of the bytes as recorded); `{key}` is replaced by the API key
+    /// the request carried, as providers echo a bad key back.
+    pub error_message: Option<String>,
     /// Fraction (0..=1) of requests the failure part (`fixture`, `status`, `fault`) applies to,
     /// drawn at random per request; the others get a normal answer. `None`: every request.
     pub fault_rate: Option<f64>,
@@ -190,6 +194,12 @@ impl Behavior {
         b.status = None;
         b.fault = None;
         std::sync::Arc::new(b)
+    }
+
+    /// Builder: set `error_message`.
+    pub fn error_message(mut self, m: impl Into<String>) -> Behavior {
+        self.error_message = Some(m.into());
+        self
     }
 
     /// Builder: set `after_events`.

@@ -129,7 +129,10 @@ pub fn answer_body(payload: Payload, bad_event: Bytes, midstream: Midstream, b: 
                 Some(Fault::BadEvent | Fault::MalformedJson) => events.insert(n, bad_event),
                 Some(Fault::MidstreamError) => {
                     events.truncate(n);
-                    events.push(midstream(n));
+                    events.push(match &b.error_message {
+                        Some(m) => crate::json::with_message(&midstream(n), m),
+                        None => midstream(n),
+                    });
                 }
                 Some(Fault::Cut) => {
                     events.truncate(n);

@@ -154,12 +154,11 @@ fn own_error(proto: Option<Proto>, status: u16, message: &str) -> Response<Body>
 fn envelope_response(name: &str, b: &Behavior) -> Option<Response<Body>> {
     let env = fixtures::get(name)?;
     let headers = env.headers.iter().cloned().chain(b.headers.clone());
-    Some(faults::response(
-        env.status,
-        None,
-        headers,
-        full(env.body.clone()),
-    ))
+    let body = match &b.error_message {
+        Some(m) => crate::json::with_message(&env.body, m),
+        None => env.body.clone(),
+    };
+    Some(faults::response(env.status, None, headers, full(body)))
 }
 
 fn auth_fixture(proto: Proto) -> &'static str {
@@ -171,7 +170,8 @@ fn auth_fixture(proto: Proto) -> &'static str {
     }
 }
 
-fn key_ok(keys: &[String], headers: &HeaderMap, query: Option<&str>) -> bool {
+/// The API keys a request carries, wherever a provider takes them.
+fn sent_keys<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Vec<&'a str> {
     let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
     let bearer = h("authorization").and_then(|a| a.strip_prefix("Bearer "));
     let from_query = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("key=")));
@@ -184,7 +184,27 @@ fn key_ok(keys: &[String], headers: &HeaderMap, query: Option<&str>) -> bool {
     ]
     .into_iter()
     .flatten()
-    .any(|k| keys.iter().any(|valid| valid == k))
+    .collect()
+}
+
+fn key_ok(keys: &[String], headers: &HeaderMap, query: Option<&str>) -> bool {
+    sent_keys(headers, query)
+        .into_iter()
+        .any(|k| keys.iter().any(|valid| valid == k))
+}
+
+/// `error_message` with `{key}` replaced by the key the request carried.
+fn echo_key(b: Arc<Behavior>, headers: &HeaderMap, query: Option<&str>) -> Arc<Behavior> {
+    let Some(m) = b.error_message.as_deref().filter(|m| m.contains("{key}")) else {
+        return b;
+    };
+    let key = sent_keys(headers, query)
+        .first()
+        .copied()
+        .unwrap_or_default();
+    let mut echoed = (*b).clone();
+    echoed.error_message = Some(m.replace("{key}", key));
+    Arc::new(echoed)
 }
 
 /// Pick the behavior: script (when `scripted`), then `x-mock-behavior` header, then body
@@ -248,7 +268,7 @@ pub(crate) async fn handle(
     let b = match select_behavior(&shared, &parts.headers, json.as_ref(), scripted)
         .and_then(|b| b.validate().map(|()| b))
     {
-        Ok(b) => b.roll(),
+        Ok(b) => echo_key(b.roll(), &parts.headers, parts.uri.query()),
         Err(msg) => return Ok(own_error(proto, 400, &msg)),
     };
     if b.latency_ms > 0 {

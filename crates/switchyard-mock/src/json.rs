@@ -92,3 +92,82 @@ mod tests {
         );
     }
 }
+
+/// `bytes` with the value of every `"message"` member (a JSON string, in any spacing) replaced
+/// by `message`, JSON-escaped; every other byte as it was. Works on SSE frames too.
+pub fn with_message(bytes: &[u8], message: &str) -> Bytes {
+    let quoted = Value::String(message.to_owned()).to_string();
+    let escaped = &quoted.as_bytes()[1..quoted.len() - 1];
+    const KEY: &[u8] = b"\"message\"";
+    let mut out = Vec::with_capacity(bytes.len() + escaped.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let Some(at) = find(&bytes[i..], KEY).map(|p| i + p) else {
+            break;
+        };
+        let mut j = skip_ws(bytes, at + KEY.len());
+        if bytes.get(j) != Some(&b':') {
+            out.extend_from_slice(&bytes[i..at + KEY.len()]);
+            i = at + KEY.len();
+            continue;
+        }
+        j = skip_ws(bytes, j + 1);
+        if bytes.get(j) != Some(&b'"') {
+            out.extend_from_slice(&bytes[i..j]);
+            i = j;
+            continue;
+        }
+        let end = string_end(bytes, j + 1);
+        out.extend_from_slice(&bytes[i..=j]);
+        out.extend_from_slice(escaped);
+        i = end;
+    }
+    out.extend_from_slice(&bytes[i.min(bytes.len())..]);
+    Bytes::from(out)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+/// The index of the closing quote of the JSON string whose content starts at `i`.
+fn string_end(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return i,
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::with_message;
+
+    #[test]
+    fn only_the_message_strings_change() {
+        let sse = b"event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Over\\\"loaded\"}}\n\n";
+        let got = with_message(sse, "key \"k\" bad");
+        assert_eq!(
+            std::str::from_utf8(&got).unwrap(),
+            "event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"key \\\"k\\\" bad\"}}\n\n"
+        );
+        let two = with_message(
+            b"{\"message\":\"a\",\"x\":{\"message\" : \"b\"},\"type\":\"message\"}",
+            "m",
+        );
+        assert_eq!(
+            &two[..],
+            b"{\"message\":\"m\",\"x\":{\"message\" : \"m\"},\"type\":\"message\"}"
+        );
+    }
+}

@@ -146,6 +146,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
             crate::state::fleet::Report {
                 config_version: l.version.to_string(),
                 health: l.registry.local_health(),
+                budget_held: l.registry.budgets.fleet_held(),
             }
         });
         let registry = app.live.load().registry.clone();

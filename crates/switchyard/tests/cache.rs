@@ -310,6 +310,78 @@ async fn a_client_sees_its_own_cache_unless_it_shares() {
     assert_eq!(h.mock.request_count(), 3);
 }
 
+/// Client `team` never gets client `team/sub`'s cached answers, and a
+/// `cache: shared` client cannot read another's conversation out of the
+/// shared cache by sending its `previous_response_id` (contract §8).
+#[tokio::test]
+async fn no_client_reaches_another_clients_answers_through_the_cache() {
+    let yaml = format!(
+        "{CACHED}clients:\n  - {{ id: team, key_sha256: \"{}\" }}\n  - {{ id: team/sub, key_sha256: \"{}\" }}\n  - {{ id: c, key_sha256: \"{}\", cache: shared }}\n  - {{ id: d, key_sha256: \"{}\", cache: shared }}\n",
+        sha("key-team"),
+        sha("key-sub"),
+        sha("key-c"),
+        sha("key-d")
+    );
+    let h = common::start(&yaml).await;
+    let ask = |key: &'static str, path: &'static str, body: Value| {
+        let h = &h;
+        async move {
+            let auth = format!("Bearer {key}");
+            send(h, path, &body, &[("authorization", &auth)]).await
+        }
+    };
+    let question = chat("Whose plan?");
+    assert_eq!(
+        ask("key-sub", "/v1/chat/completions", question.clone())
+            .await
+            .cache,
+        "miss"
+    );
+    assert_eq!(
+        ask("key-team", "/v1/chat/completions", question.clone())
+            .await
+            .cache,
+        "miss",
+        "team never sees team/sub's answer"
+    );
+    assert_eq!(
+        ask("key-sub", "/v1/chat/completions", question.clone())
+            .await
+            .cache,
+        "hit"
+    );
+    // c keeps a conversation and continues it: the continuation is cached
+    // in the shared cache under a body that names c's response.
+    let first = ask(
+        "key-c",
+        "/v1/responses",
+        json!({"model": "chat", "temperature": 0, "input": "My PIN is 4711."}),
+    )
+    .await;
+    assert_eq!(first.status, 200);
+    let id = serde_json::from_str::<Value>(&first.body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let next = json!({"model": "chat", "temperature": 0, "previous_response_id": id, "input": "What is my PIN?"});
+    assert_eq!(
+        ask("key-c", "/v1/responses", next.clone()).await.status,
+        200
+    );
+    assert_eq!(
+        ask("key-c", "/v1/responses", next.clone()).await.cache,
+        "hit"
+    );
+    // d sends the very same body: not c's conversation, so not c's answer.
+    let calls = h.mock.request_count();
+    let stolen = ask("key-d", "/v1/responses", next).await;
+    assert_eq!(stolen.status, 400, "{}", stolen.body);
+    assert_ne!(stolen.cache, "hit");
+    let body: Value = serde_json::from_str(&stolen.body).unwrap();
+    assert_eq!(body["error"]["param"], "previous_response_id");
+    assert_eq!(h.mock.request_count(), calls);
+}
+
 #[tokio::test]
 async fn answers_that_went_wrong_are_never_stored() {
     let h = common::start(&CACHED.replace(

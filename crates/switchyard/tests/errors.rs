@@ -454,3 +454,105 @@ async fn deployment_ids_are_models_too_and_admin_health_answers() {
         .unwrap();
     assert_eq!(ready.status(), 200);
 }
+
+/// A provider key that looks like no known key shape.
+const PLAIN_KEY: &str = "plain-secret-value-42";
+
+const ECHOING: &str = r#"
+providers:
+  oa: { protocol: openai, base_url: "{mock}/v1", keys: [{ env: PLAIN_KEY }] }
+  an: { protocol: anthropic, base_url: "{mock}", keys: [{ env: PLAIN_KEY }] }
+  rs: { protocol: openai, base_url: "{mock}/v1", keys: [{ env: PLAIN_KEY }] }
+  gm: { protocol: gemini, base_url: "{mock}", keys: [{ env: PLAIN_KEY }] }
+models:
+  - { id: oa/gpt, provider: oa, model: gpt-4o-mini }
+  - { id: an/claude, provider: an, model: claude-sonnet-4-5, max_output_tokens: 1024 }
+  - { id: rs/gpt, provider: rs, model: gpt-5.5, capabilities: [streaming, responses] }
+  - { id: gm/gemini, provider: gm, model: gemini-2.5-flash }
+"#;
+
+/// Contract §8 "Secrets never leave": an upstream that echoes the
+/// provider's key — here one shaped like no known key — in an in-stream
+/// error (every client door, passthrough and translated) or in an error
+/// body: the client gets the upstream's message with the key masked, and
+/// the key is nowhere in the decision log, the gateway's log or the spans.
+#[tokio::test]
+async fn a_provider_key_echoed_by_the_upstream_reaches_no_client_log_or_trace() {
+    use common::instance::Instance;
+    let otlp = common::otlp::Receiver::start_grpc().await;
+    let obs = common::otlp::observability(&otlp.endpoint, "grpc", 1.0);
+    let gw = Instance::start(&format!("{ECHOING}\n{obs}"), &[("PLAIN_KEY", PLAIN_KEY)]).await;
+    let echo =
+        "Incorrect API key provided: {key}. You can find your API key at https://example.com.";
+    let midstream = Behavior::fault(Fault::MidstreamError)
+        .after(2)
+        .error_message(echo);
+    let body_error = |fixture: &str| Behavior::fixture(fixture).error_message(echo);
+    let streamed = |model: &str| json!({"model": model, "messages": common::user("hi"), "max_tokens": 64, "stream": true});
+    let whole =
+        |model: &str| json!({"model": model, "messages": common::user("hi"), "max_tokens": 64});
+    // (door path, body, what the upstream does)
+    let cases = [
+        (
+            "/v1/chat/completions",
+            streamed("oa/gpt"),
+            midstream.clone(),
+        ),
+        (
+            "/v1/chat/completions",
+            streamed("gm/gemini"),
+            midstream.clone(),
+        ),
+        ("/v1/messages", streamed("an/claude"), midstream.clone()),
+        ("/v1/messages", streamed("oa/gpt"), midstream.clone()),
+        (
+            "/v1/responses",
+            json!({"model": "rs/gpt", "input": "hi", "stream": true}),
+            midstream.clone(),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "an/claude", "input": "hi", "stream": true}),
+            midstream.clone(),
+        ),
+        (
+            "/v1/chat/completions",
+            whole("oa/gpt"),
+            body_error("openai/error_400_invalid_request"),
+        ),
+        (
+            "/v1/messages",
+            whole("an/claude"),
+            body_error("anthropic/error_400_invalid_request"),
+        ),
+    ];
+    gw.mock
+        .script(cases.iter().map(|(_, _, b)| b.clone()).collect());
+    let http = reqwest::Client::new();
+    for (path, body, _) in &cases {
+        let r = http.post(gw.url(path)).json(body).send().await.unwrap();
+        let stream = body["stream"] == true;
+        assert_eq!(r.status(), if stream { 200 } else { 400 }, "{path} {body}");
+        let bytes = r.text().await.unwrap();
+        assert!(!bytes.contains("plain-secret"), "{path} {body}: {bytes}");
+        // The upstream's words reach the client, the key masked.
+        assert!(
+            bytes.contains("Incorrect API key provided: *****"),
+            "{path} {body}: {bytes}"
+        );
+    }
+    assert_eq!(
+        gw.mock.request_count(),
+        cases.len(),
+        "no retries, no resumes"
+    );
+    common::eventually(
+        || async { gw.decisions().len() == cases.len() },
+        "every request's decision line",
+    )
+    .await;
+    let spans = otlp.wait_spans(3 * cases.len()).await;
+    assert!(!format!("{spans:?}").contains("plain-secret"), "{spans:#?}");
+    assert!(!gw.stdout().contains("plain-secret"), "{}", gw.stdout());
+    assert!(!gw.stderr().contains("plain-secret"), "{}", gw.stderr());
+}

@@ -695,6 +695,150 @@ async fn a_response_stored_via_one_instance_continues_and_reads_back_via_the_oth
     );
 }
 
+/// Contract §7 (revision 4): a stored response deleted via one instance is
+/// gone on every instance at once — also on those that hold a copy (the
+/// one that stored it, one that read it back).
+#[tokio::test]
+async fn a_response_deleted_via_one_instance_is_gone_on_every_instance_at_once() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let first: Value = http
+        .post(gws[0].url("/v1/responses"))
+        .bearer_auth("free-secret")
+        .json(&json!({"model": "open", "input": "My name is Ada."}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = first["id"].as_str().unwrap().to_owned();
+    let get = |g: usize| {
+        http.get(gws[g].url(&format!("/v1/responses/{id}")))
+            .bearer_auth("free-secret")
+            .send()
+    };
+    // gw1 reads it back (and keeps a copy); gw0 has its own.
+    common::eventually(
+        || async { get(1).await.unwrap().status() == 200 },
+        "the response read back via gw1",
+    )
+    .await;
+    assert_eq!(get(0).await.unwrap().status(), 200);
+    let del = http
+        .delete(gws[2].url(&format!("/v1/responses/{id}")))
+        .bearer_auth("free-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 200);
+    // At once, everywhere: no read, no continuation, no second delete.
+    for (g, gw) in gws.iter().enumerate() {
+        assert_eq!(get(g).await.unwrap().status(), 404, "GET via gw{g}");
+        let next = http
+            .post(gw.url("/v1/responses"))
+            .bearer_auth("free-secret")
+            .json(
+                &json!({"model": "open", "input": "What is my name?", "previous_response_id": id}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(next.status(), 400, "continued via gw{g}");
+        let body: Value = next.json().await.unwrap();
+        assert_eq!(body["error"]["param"], "previous_response_id");
+    }
+    let again = http
+        .delete(gws[0].url(&format!("/v1/responses/{id}")))
+        .bearer_auth("free-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404);
+}
+
+/// The `spender` client's budget as one instance's `/admin/clients` shows it.
+async fn budget_seen(g: &Instance) -> Value {
+    let clients = g.admin_json("/admin/clients").await;
+    clients["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "spender")
+        .unwrap()["budget"]
+        .clone()
+}
+
+/// Contract §7 (revision 4): `GET /admin/clients` on any instance shows
+/// the fleet's spend and reservations, not its own share of them.
+#[tokio::test]
+async fn admin_clients_shows_the_fleets_spend_and_reservations_on_every_instance() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(gws[0].url("/v1/chat/completions"))
+        .bearer_auth("spend-secret")
+        .json(&chat("open", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let cost = common::header_f64(&r, "x-switchyard-cost-usd");
+    assert!(cost > 0.0);
+    for g in &gws[1..] {
+        common::eventually(
+            || async {
+                let b = budget_seen(g).await;
+                (b["spent_usd"].as_f64().unwrap() - cost).abs() < 1e-6 && b["reserved_usd"] == 0.0
+            },
+            &format!("spender's spend seen via {}", g.name),
+        )
+        .await;
+    }
+    // A slow stream via gw0 holds its worst case: every instance sees it.
+    let slow = chat(
+        "open",
+        json!({"stream": true, "mock": {"chunks": 12, "chunk_delay_ms": 400}}),
+    );
+    let stream = tokio::spawn({
+        let (http, url) = (http.clone(), gws[0].url("/v1/chat/completions"));
+        async move {
+            let r = http
+                .post(url)
+                .bearer_auth("spend-secret")
+                .json(&slow)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.text().await.unwrap()
+        }
+    });
+    common::eventually(
+        || async {
+            let b = budget_seen(&gws[2]).await;
+            b["reserved_usd"].as_f64().unwrap() > 0.0
+                && (b["spent_usd"].as_f64().unwrap() - cost).abs() < 1e-6
+        },
+        "the stream's reservation seen via gw2",
+    )
+    .await;
+    stream.await.unwrap();
+    // Settled: the hold gone, its cost spent, as the fleet counts it.
+    common::eventually(
+        || async {
+            let b = budget_seen(&gws[1]).await;
+            b["reserved_usd"] == 0.0 && b["spent_usd"].as_f64().unwrap() > cost + 1e-6
+        },
+        "the stream's cost seen via gw1",
+    )
+    .await;
+}
+
 async fn health(g: &Instance, dep: &str) -> f64 {
     deployment_field(g, dep, "health_score")
         .await

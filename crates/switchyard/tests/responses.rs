@@ -718,3 +718,236 @@ async fn a_resumed_stream_keeps_the_stored_conversation() {
     assert_eq!(msgs[0]["content"], "My name is Ada.");
     assert_eq!(msgs[3]["role"], "assistant");
 }
+
+/// Two tenants of one gateway: (client id, virtual key).
+const TENANTS: [(&str, &str); 2] = [("team", "key-team"), ("team/sub", "key-sub")];
+
+fn with_tenants() -> String {
+    let sha = |k: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(k.as_bytes()));
+    let clients: String = TENANTS
+        .iter()
+        .map(|(id, key)| format!("  - {{ id: \"{id}\", key_sha256: \"{}\" }}\n", sha(key)))
+        .collect();
+    format!("{ALL}clients:\n{clients}")
+}
+
+async fn create_as(h: &common::Harness, key: &str, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(h.url("/v1/responses"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The request the upstream got that carried `previous_response_id: id`, if any.
+fn forwarded_with(h: &common::Harness, id: &str) -> usize {
+    h.mock
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.json
+                .as_ref()
+                .is_some_and(|j| j["previous_response_id"] == id)
+        })
+        .count()
+}
+
+/// A refusal of `previous_response_id`, as for an id that never existed.
+async fn refused_as_unknown(r: reqwest::Response, id: &str) {
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+    assert_eq!(body["error"]["param"], "previous_response_id", "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        format!("Previous response with id '{id}' not found."),
+        "no hint that someone else has it: {body}"
+    );
+}
+
+/// Contract §8: a `previous_response_id` belongs to the client it was
+/// given to. On the passthrough (stream or not) the upstream's ids are
+/// recorded as their client's and forwarded for that client only; another
+/// client naming one gets the 400 of an unknown id and the upstream never
+/// sees it; the gateway's own ids are refused the same way.
+#[tokio::test]
+async fn another_clients_previous_response_id_is_refused_and_never_reaches_the_upstream() {
+    let h = common::start(&with_tenants()).await;
+    let [(_, a), (_, b)] = TENANTS;
+    // The passthrough, a whole answer: the upstream's id.
+    let first: Value = create_as(
+        &h,
+        a,
+        json!({"model": "rs/gpt", "input": "My PIN is 4711."}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let upstream_id = first["id"].as_str().unwrap().to_owned();
+    // A streamed one: its id comes in `response.created`.
+    let sse = create_as(
+        &h,
+        a,
+        json!({"model": "rs/gpt", "input": "Hi", "stream": true}),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let streamed_id = events(&sse)[0].1["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The gateway's own (a translated answer).
+    let translated: Value = create_as(
+        &h,
+        a,
+        json!({"model": "oa/gpt", "input": "My PIN is 4711."}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let own_id = translated["id"].as_str().unwrap().to_owned();
+    for id in [&upstream_id, &streamed_id] {
+        // The owner continues it on the passthrough: forwarded as it came.
+        let r = create_as(
+            &h,
+            a,
+            json!({"model": "rs/gpt", "previous_response_id": id, "input": "And?"}),
+        )
+        .await;
+        assert_eq!(r.status(), 200, "{id}");
+        assert_eq!(forwarded_with(&h, id), 1, "{id}");
+        // Anyone else: refused before any upstream, stream or not, on any
+        // deployment.
+        for (model, stream) in [
+            ("rs/gpt", false),
+            ("rs/gpt", true),
+            ("az/resp", false),
+            ("oa/gpt", false),
+        ] {
+            let before = h.mock.request_count();
+            let r = create_as(&h, b, json!({"model": model, "previous_response_id": id, "input": "What is my PIN?", "stream": stream})).await;
+            refused_as_unknown(r, id).await;
+            assert_eq!(h.mock.request_count(), before, "{model}: no upstream call");
+        }
+        assert_eq!(
+            forwarded_with(&h, id),
+            1,
+            "{id} reached the upstream for its owner only"
+        );
+    }
+    // The gateway's own id: continued for its owner, refused to the other.
+    let r = create_as(
+        &h,
+        a,
+        json!({"model": "an/claude", "previous_response_id": own_id, "input": "And?"}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let before = h.mock.request_count();
+    for model in ["oa/gpt", "rs/gpt"] {
+        let r = create_as(
+            &h,
+            b,
+            json!({"model": model, "previous_response_id": own_id, "input": "What is my PIN?"}),
+        )
+        .await;
+        refused_as_unknown(r, &own_id).await;
+    }
+    // An id nobody was given is refused alike, even on the passthrough
+    // (the upstream may have it from someone else's key).
+    let r = create_as(
+        &h,
+        a,
+        json!({"model": "rs/gpt", "previous_response_id": "resp_abc", "input": "Hi"}),
+    )
+    .await;
+    refused_as_unknown(r, "resp_abc").await;
+    // Nor can it be slipped in as a provider option.
+    let r = create_as(&h, b, json!({"model": "rs/gpt", "input": "Hi", "provider_options": {"previous_response_id": upstream_id}})).await;
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["error"]["param"], "provider_options.previous_response_id",
+        "{body}"
+    );
+    assert_eq!(
+        h.mock.request_count(),
+        before,
+        "none of these reached an upstream"
+    );
+    assert_eq!(forwarded_with(&h, &upstream_id), 1);
+}
+
+/// Client `team` can never name a response of client `team/sub` (nor the
+/// reverse): not by GET or DELETE, not as `previous_response_id`, however
+/// the id is written; what it gets is the answer to an unknown id.
+#[tokio::test]
+async fn team_and_team_sub_never_reach_each_others_stored_responses() {
+    let h = common::start(&with_tenants()).await;
+    let [(_, team), (_, sub)] = TENANTS;
+    let stored: Value = create_as(
+        &h,
+        sub,
+        json!({"model": "oa/gpt", "input": "Sub's secret plan."}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let id = stored["id"].as_str().unwrap().to_owned();
+    let c = reqwest::Client::new();
+    let get = |key: &'static str, path: String| {
+        let c = c.clone();
+        let url = h.url(&format!("/v1/responses/{path}"));
+        async move { c.get(url).bearer_auth(key).send().await.unwrap() }
+    };
+    let unknown: Value = get(team, "resp_nope".into()).await.json().await.unwrap();
+    for path in [id.clone(), format!("sub%2F{id}")] {
+        let r = get(team, path.clone()).await;
+        assert_eq!(r.status(), 404, "GET {path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], unknown["error"]["code"]);
+        assert_eq!(body["error"]["param"], "id");
+        let del = c
+            .delete(h.url(&format!("/v1/responses/{path}")))
+            .bearer_auth(team)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(del.status(), 404, "DELETE {path}");
+    }
+    for prev in [id.clone(), format!("sub/{id}")] {
+        let before = h.mock.request_count();
+        let r = create_as(
+            &h,
+            team,
+            json!({"model": "oa/gpt", "previous_response_id": prev, "input": "What was the plan?"}),
+        )
+        .await;
+        refused_as_unknown(r, &prev).await;
+        assert_eq!(h.mock.request_count(), before);
+    }
+    // Still there for its owner.
+    let mine = get(sub, id.clone()).await;
+    assert_eq!(mine.status(), 200);
+    assert_eq!(mine.json::<Value>().await.unwrap(), stored);
+    // And the other way round: team's response is not team/sub's.
+    let own: Value = create_as(
+        &h,
+        team,
+        json!({"model": "oa/gpt", "input": "Team's plan."}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let own_id = own["id"].as_str().unwrap();
+    assert_eq!(get(sub, own_id.to_owned()).await.status(), 404);
+    assert_eq!(get(team, own_id.to_owned()).await.status(), 200);
+}

@@ -19,7 +19,7 @@ pub fn answer(
 ) -> Result<JsonAnswer, GatewayError> {
     let upstream = dep.provider.adapter.dialect();
     if out.responses_api {
-        return responses_passthrough(dep, bytes);
+        return responses_passthrough(dep, inbound, bytes);
     }
     let same = dep.provider.adapter.speaks(inbound.door());
     if same && upstream == Dialect::OpenAi {
@@ -91,8 +91,13 @@ fn gemini_choices(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, Gatewa
 }
 
 /// A Responses upstream's answer to a Responses client: the bytes as they
-/// came, read for usage and model (a failed body is the upstream's error).
-fn responses_passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer, GatewayError> {
+/// came, read for usage and model (a failed body is the upstream's error),
+/// and kept as the client's (its id is what it may continue).
+fn responses_passthrough(
+    dep: &DeploymentRt,
+    inbound: &Inbound<'_>,
+    bytes: Bytes,
+) -> Result<JsonAnswer, GatewayError> {
     use switchyard_protocol::responses::{decode_response, DecodeError};
     let r = match decode_response(&bytes) {
         Ok(r) => r,
@@ -104,6 +109,9 @@ fn responses_passthrough(dep: &DeploymentRt, bytes: Bytes) -> Result<JsonAnswer,
             ))
         }
     };
+    if let Inbound::Responses(ri) = inbound {
+        ri.keep_upstream(&r.id, bytes.clone());
+    }
     let model = if r.model.is_empty() {
         dep.cfg.model.clone()
     } else {

@@ -168,6 +168,13 @@ pub async fn chat(
         let stream =
             UpstreamStream::open(resp, mode, inbound.door(), capture, first_byte_by, started)
                 .await?;
+        if let (true, Inbound::Responses(r)) = (out.responses_api, inbound) {
+            // The passthrough's `response.created` named the answer: the
+            // client's from now on (its body stays the upstream's).
+            if let Some(id) = &stream.seen.at.id {
+                r.keep_upstream(id, Bytes::new());
+            }
+        }
         return Ok(Answer::Stream(Box::new(stream)));
     }
     // `first_byte` runs until the answer's first body byte, not its headers.

@@ -7,6 +7,7 @@
 //! (keep-alives, our own usage chunk, unparsable events — counted), done, or
 //! an in-band error.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::upstream::client::UpstreamBody;
@@ -21,6 +22,7 @@ use super::silent;
 use super::translate::{self, Decoded, Mode};
 use crate::doors::{Door, Encoder, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
+use crate::state::live::ProviderRt;
 use crate::upstream::events::{EventsError, UpstreamEvents};
 use switchyard_protocol::responses::Problem;
 
@@ -132,6 +134,9 @@ pub struct UpstreamStream {
     pub first: Option<Bytes>,
     pub ttfb: Duration,
     scratch: Vec<StreamEvent>,
+    /// Whose keys are masked in the errors this stream reports (the
+    /// upstream may echo one back in an in-band error).
+    keys_of: Option<Arc<ProviderRt>>,
 }
 
 impl UpstreamStream {
@@ -168,6 +173,7 @@ impl UpstreamStream {
             first: None,
             ttfb: Duration::ZERO,
             scratch: Vec::new(),
+            keys_of: None,
         };
         loop {
             let ev = match tokio::time::timeout_at(first_byte_by, s.events.next()).await {
@@ -202,7 +208,23 @@ impl UpstreamStream {
     pub async fn next(&mut self) -> Result<Option<Step>, GatewayError> {
         match self.events.next().await.map_err(events_error)? {
             None => Ok(None),
-            Some(ev) => Ok(Some(self.step(&ev))),
+            Some(ev) => Ok(Some(match self.step(&ev) {
+                Step::Error(e) => Step::Error(self.redacted(e)),
+                step => step,
+            })),
+        }
+    }
+
+    /// Mask `provider`'s key values in every error this stream reports
+    /// from now on (what it reported while opening is masked by the caller).
+    pub fn mask_keys_of(&mut self, provider: Arc<ProviderRt>) {
+        self.keys_of = Some(provider);
+    }
+
+    fn redacted(&self, e: GatewayError) -> GatewayError {
+        match &self.keys_of {
+            Some(p) => crate::observe::redact::redact_error(e, &p.secret_refs()),
+            None => e,
         }
     }
 
@@ -216,8 +238,10 @@ impl UpstreamStream {
         }
     }
 
-    /// The error event(s) that end an interrupted stream.
+    /// The error event(s) that end an interrupted stream, its message
+    /// masked against the provider's keys (whatever built it).
     pub fn error_frame(&mut self, e: &GatewayError) -> Bytes {
+        let e = &self.redacted(e.clone());
         match &mut self.mode {
             Mode::Translate { to, .. } => to.error(e),
             Mode::ResponsesPass(p) => {

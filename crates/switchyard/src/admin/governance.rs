@@ -148,6 +148,7 @@ pub async fn clients(State(app): State<App>) -> Response {
     };
     let at = |ms: Option<i64>| ms.map_or(Value::Null, |t| Value::String(format_time(t)));
     let now = query::now_ms();
+    let fleet = FleetBudgets::read(&live, now).await;
     let config_key_ids: HashMap<usize, &str> = live
         .clients_by_key
         .values()
@@ -162,7 +163,10 @@ pub async fn clients(State(app): State<App>) -> Response {
         .enumerate()
         .map(|(i, (c, id))| {
             let budget = c.budget.map_or(Value::Null, |b| {
-                let s = live.registry.budgets.account(id).snapshot(b.per, now);
+                let mut s = live.registry.budgets.account(id).snapshot(b.per, now);
+                if let Some(f) = &fleet {
+                    f.apply(id, &mut s);
+                }
                 json!({
                     "usd": b.usd,
                     "per": per(b.per),
@@ -194,6 +198,64 @@ pub async fn clients(State(app): State<App>) -> Response {
         })
         .collect();
     axum::Json(json!({"clients": list})).into_response()
+}
+
+/// In a fleet, the budgets as the fleet counts them (contract §7): the
+/// shared counter of each window holds the fleet's spend and every
+/// instance's holds as one sum; the holds are this instance's own and what
+/// the others said in their last heartbeat, the spend is the rest.
+struct FleetBudgets {
+    /// Each client's counter (micro-USD), when the fleet has one this window.
+    used: HashMap<String, u64>,
+    held: HashMap<String, f64>,
+}
+
+impl FleetBudgets {
+    /// `None` when there is no fleet or Redis is away: the instance's own
+    /// figures are all there is.
+    async fn read(live: &crate::state::live::Live, now: i64) -> Option<FleetBudgets> {
+        let fleet = live.registry.fleet.clone().filter(|f| f.is_up())?;
+        let clients: Vec<(String, String)> = live
+            .config
+            .clients
+            .iter()
+            .flatten()
+            .filter_map(|c| {
+                let (start, _) = crate::governance::budget::window(c.budget?.per, now);
+                let key = crate::governance::budget::shared_counter(&fleet, &c.id, start);
+                Some((c.id.clone(), key))
+            })
+            .collect();
+        if clients.is_empty() {
+            return None;
+        }
+        let keys: Vec<String> = clients.iter().map(|(_, k)| k.clone()).collect();
+        let counters: Vec<Option<i64>> = fleet
+            .read(|r| async move {
+                let mut c = r.conn();
+                ::redis::cmd("MGET").arg(&keys).query_async(&mut c).await
+            })
+            .await?;
+        let used = clients
+            .into_iter()
+            .zip(counters)
+            .filter_map(|((id, _), n)| Some((id, n?.max(0) as u64)))
+            .collect();
+        let mut held = fleet.peers_budget_held();
+        for (client, usd) in live.registry.budgets.fleet_held() {
+            *held.entry(client).or_default() += usd;
+        }
+        Some(FleetBudgets { used, held })
+    }
+
+    /// `s` (this instance's view) as the fleet's.
+    fn apply(&self, client: &str, s: &mut crate::governance::budget::Snapshot) {
+        let held = self.held.get(client).copied().unwrap_or(0.0);
+        if let Some(used) = self.used.get(client) {
+            s.spent_usd = (*used as f64 / 1e6 - held).max(0.0);
+        }
+        s.reserved_usd = held;
+    }
 }
 
 /// `POST /admin/clients/{id}/keys`: a new key, shown once.

@@ -12,7 +12,12 @@
 //!
 //! Answers the gateway writes itself get a `resp_…` id it issues; with
 //! `store` (the API's default) the conversation is kept in the response
-//! store, so `previous_response_id` continues it on any deployment.
+//! store, so `previous_response_id` continues it on any deployment. Every
+//! stored answer is its client's (`state::responses::owned_key`): an
+//! answer of the passthrough is recorded under the upstream's id too, and
+//! a `previous_response_id` the calling client was not given — another
+//! client's, an upstream's the gateway never recorded, or none at all — is
+//! refused before anything is routed, the same way for all of them.
 
 use std::sync::Arc;
 
@@ -22,7 +27,7 @@ use switchyard_protocol::responses::{self as rs, RequestPeek, ResponsesExtras, S
 
 use super::{Continues, Inbound, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::responses::{ResponseStore, Stored};
+use crate::state::responses::{owned_key, ResponseStore, Stored};
 
 /// A Responses request, as the path needs it.
 pub struct ResponsesIn<'a> {
@@ -30,28 +35,36 @@ pub struct ResponsesIn<'a> {
     pub decoded: Result<(ChatRequest, Arc<ResponsesExtras>), GatewayError>,
     /// The id of the answer when the gateway writes it (`resp_…`).
     pub id: String,
-    /// `previous_response_id` named a response of this gateway's store: its
-    /// history is in the IR, so only a translation can serve the request.
+    /// `previous_response_id` named a conversation of this gateway's store:
+    /// its history is in the IR, so only a translation can serve the request.
     pub expanded: bool,
-    /// `previous_response_id` named no stored response: only a Responses
-    /// upstream (whose id it may be) can serve the request.
-    pub unknown_previous: bool,
+    /// `previous_response_id` named an answer a Responses upstream gave this
+    /// client through the passthrough: only that passthrough can continue it.
+    pub upstream_previous: bool,
     /// Where to keep the answer (`store: true`), set by [`ResponsesIn::prepare`].
     pub remember: Option<Remember>,
 }
 
-/// Keeping an answer: which store, under which id, after which history.
+/// Keeping an answer: which store, whose, under which id, after which
+/// history. (Shared: it rides along in every stream position.)
 #[derive(Clone)]
-pub struct Remember {
-    pub store: Arc<dyn ResponseStore>,
-    pub id: String,
-    /// The request's turns (instructions left out: they are not inherited).
-    pub history: Arc<Vec<Message>>,
+pub struct Remember(Arc<Keep>);
+
+struct Keep {
+    store: Arc<dyn ResponseStore>,
+    /// The client the answer belongs to (`None`: an open gateway).
+    owner: Option<Arc<str>>,
+    /// The id of the answer the gateway writes (`resp_…`).
+    id: String,
+    /// The request's turns (instructions left out: they are not
+    /// inherited); `None` when the IR cannot hold the request (only the
+    /// passthrough serves it).
+    history: Option<Arc<Vec<Message>>>,
 }
 
 impl std::fmt::Debug for Remember {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Remember").field("id", &self.id).finish()
+        f.debug_struct("Remember").field("id", &self.0.id).finish()
     }
 }
 
@@ -59,12 +72,31 @@ impl Remember {
     /// Store the answer the client got: `body` is the Response object as
     /// sent, `answer` what it says (its turn joins the history).
     pub fn keep(&self, body: Bytes, answer: &ChatResponse) {
-        let mut history = (*self.history).clone();
+        let k = &self.0;
+        let Some(turns) = &k.history else { return };
+        let mut history = (**turns).clone();
         history.push(assistant_turn(answer));
-        self.store.put(
-            self.id.clone(),
+        k.store.put(
+            owned_key(k.owner.as_deref(), &k.id),
             Stored {
-                history: Arc::new(history),
+                history: Some(Arc::new(history)),
+                body,
+            },
+        );
+    }
+
+    /// A Responses upstream answered through the passthrough: its id (the
+    /// upstream's) is this client's from now on. `body` is the answer as
+    /// the client got it (empty for a stream: the upstream holds it).
+    pub fn keep_upstream(&self, id: &str, body: Bytes) {
+        if id.is_empty() {
+            return;
+        }
+        let k = &self.0;
+        k.store.put(
+            owned_key(k.owner.as_deref(), id),
+            Stored {
+                history: None,
                 body,
             },
         );
@@ -87,6 +119,18 @@ fn assistant_turn(r: &ChatResponse) -> Message {
 
 pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
     let peek = rs::peek_request(text).map_err(|e| GatewayError::invalid(e.param, e.message))?;
+    // Whose conversation is continued is the gateway's to check: never
+    // slipped past it to the upstream.
+    if peek
+        .provider_options
+        .as_ref()
+        .is_some_and(|o| o.contains_key("previous_response_id"))
+    {
+        return Err(GatewayError::invalid(
+            Some("provider_options.previous_response_id".into()),
+            "`previous_response_id` is a request field, not a provider option",
+        ));
+    }
     let decoded = rs::decode_fields(&peek.fields)
         .map(|(mut ir, x)| {
             ir.web_search = x.web_search.is_some();
@@ -100,47 +144,73 @@ pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
         decoded,
         id: format!("resp_{:032x}", rand::random::<u128>()),
         expanded: false,
-        unknown_previous: false,
+        upstream_previous: false,
         remember: None,
     })))
 }
 
 impl ResponsesIn<'_> {
-    /// The store key of the conversation this request continues, if any.
+    /// The store key of the conversation this request continues, if any
+    /// (read from the body as it came, whether the IR can hold it or not).
     pub fn previous_key(&self, client: Option<&str>) -> Option<String> {
-        let (_, extras) = self.decoded.as_ref().ok()?;
-        let prev = extras.previous_response_id.as_deref()?;
-        Some(store_key(client, prev))
+        let prev = self.peek.previous_response_id.as_deref()?;
+        Some(owned_key(client, prev))
     }
 
-    /// Before routing: continue a stored conversation, and note where the
-    /// answer is to be kept.
-    pub fn prepare(&mut self, store: &Arc<dyn ResponseStore>, client: Option<&str>) {
-        let Ok((ir, extras)) = &mut self.decoded else {
-            return;
+    /// Before routing (and before the response cache): continue the
+    /// client's own stored conversation, and note where the answer is to be
+    /// kept. A `previous_response_id` that is not the client's is refused
+    /// here, whatever deployment would have served it.
+    pub fn prepare(
+        &mut self,
+        store: &Arc<dyn ResponseStore>,
+        client: Option<&str>,
+    ) -> Result<(), GatewayError> {
+        let lead = match &self.decoded {
+            Ok((_, extras)) => usize::from(
+                extras
+                    .echo
+                    .instructions
+                    .as_ref()
+                    .is_some_and(|i| !i.is_empty()),
+            ),
+            Err(_) => 0,
         };
-        let lead = usize::from(
-            extras
-                .echo
-                .instructions
-                .as_ref()
-                .is_some_and(|i| !i.is_empty()),
-        );
-        if let Some(prev) = extras.previous_response_id.as_deref() {
-            match store.get(&store_key(client, prev)) {
-                Some(s) => {
-                    ir.messages.splice(lead..lead, s.history.iter().cloned());
+        if let Some(prev) = self.peek.previous_response_id.as_deref() {
+            match store.get(&owned_key(client, prev)).map(|s| s.history) {
+                None => return Err(unknown_previous(prev)),
+                Some(None) => self.upstream_previous = true,
+                Some(Some(history)) => {
+                    // Held here: never forwarded to an upstream, which
+                    // does not know the id (a request the IR cannot hold
+                    // is refused with its decode error).
                     self.expanded = true;
+                    if let Ok((ir, _)) = &mut self.decoded {
+                        ir.messages.splice(lead..lead, history.iter().cloned());
+                    }
                 }
-                None => self.unknown_previous = true,
             }
         }
-        if extras.store {
-            self.remember = Some(Remember {
+        if self.peek.store {
+            self.remember = Some(Remember(Arc::new(Keep {
                 store: store.clone(),
-                id: store_key(client, &self.id),
-                history: Arc::new(ir.messages[lead..].to_vec()),
-            });
+                owner: client.map(Arc::from),
+                id: self.id.clone(),
+                history: self
+                    .decoded
+                    .as_ref()
+                    .ok()
+                    .map(|(ir, _)| Arc::new(ir.messages[lead..].to_vec())),
+            })));
+        }
+        Ok(())
+    }
+
+    /// An answer of the passthrough (the upstream's id and, for a whole
+    /// answer, its body), kept as the client's when the request asked.
+    pub fn keep_upstream(&self, id: &str, body: Bytes) {
+        if let Some(m) = &self.remember {
+            m.keep_upstream(id, body);
         }
     }
 
@@ -151,11 +221,11 @@ impl ResponsesIn<'_> {
             Err(e) => return Some(e.clone()),
             Ok(d) => d,
         };
-        if self.unknown_previous {
+        if self.upstream_previous {
             let prev = extras.previous_response_id.as_deref().unwrap_or_default();
             return Some(GatewayError::invalid(
                 Some("previous_response_id".into()),
-                format!("Previous response with id '{prev}' not found."),
+                format!("Previous response with id '{prev}' is held by the Responses API deployment that answered it: only a request to it can continue it."),
             ));
         }
         extras.forced_hosted.as_ref().map(|t| {
@@ -224,12 +294,14 @@ impl ResponsesIn<'_> {
     }
 }
 
-/// Stored answers are the client's own: the key carries its id.
-pub fn store_key(client: Option<&str>, id: &str) -> String {
-    match client {
-        Some(c) => format!("{c}/{id}"),
-        None => id.to_owned(),
-    }
+/// What a `previous_response_id` that is not the caller's gets: the
+/// upstream API's own answer to an unknown id, whoever's it is (no hint
+/// that another client has it).
+fn unknown_previous(prev: &str) -> GatewayError {
+    GatewayError::invalid(
+        Some("previous_response_id".into()),
+        format!("Previous response with id '{prev}' not found."),
+    )
 }
 
 /// The Responses error envelope is OpenAI's (`{"error":{message,type,code,param}}`).

@@ -12,6 +12,8 @@
 //! One lock per client (never a global one). Spend at start-up is rebuilt
 //! from the usage store ([`Account::seed`]).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
@@ -46,6 +48,19 @@ impl Budgets {
         }
     }
 
+    /// What this instance's requests hold on the fleet's budget counters
+    /// now, per client (USD; clients holding nothing left out): its part of
+    /// the fleet's reservations, said in its heartbeat.
+    pub fn fleet_held(&self) -> HashMap<String, f64> {
+        self.accounts
+            .iter()
+            .filter_map(|a| {
+                let held = a.value().fleet_held.load(Ordering::Relaxed);
+                (held > 0).then(|| (a.key().to_string(), held as f64 / 1e6))
+            })
+            .collect()
+    }
+
     /// The client's spend must be read from the store: a client not seen
     /// yet, or one whose budget changed its period (a reload).
     pub fn needs_seed(&self, client: &str, per: BudgetPeriod) -> bool {
@@ -58,6 +73,9 @@ impl Budgets {
 #[derive(Default)]
 pub struct Account {
     window: Mutex<Window>,
+    /// micro-USD this instance's requests hold on the fleet's counter (the
+    /// counter itself holds spend and every instance's holds as one sum).
+    fleet_held: AtomicI64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -134,6 +152,12 @@ impl Account {
         self.with(per, now_ms, |w| w.spent = spent);
     }
 
+    /// A hold of `usd` on the fleet's counter is over.
+    fn fleet_release(&self, usd: f64) {
+        self.fleet_held
+            .fetch_sub(micros(usd) as i64, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self, per: BudgetPeriod, now_ms: i64) -> Snapshot {
         self.with(per, now_ms, |w| Snapshot {
             spent_usd: w.spent,
@@ -205,6 +229,7 @@ impl Hold {
     pub fn settle(mut self, cost: f64) -> f64 {
         let held = std::mem::take(&mut self.held);
         if let Some(sh) = self.shared.take() {
+            self.account.fleet_release(held);
             let delta = micros(cost) as i64 - micros(held) as i64;
             sh.fleet.adjust(Adjust {
                 key: sh.key,
@@ -240,7 +265,7 @@ impl Hold {
         let (start, end) = window(self.budget.per, now);
         let spent = self.account.snapshot(self.budget.per, now).spent_usd;
         SharedWindow {
-            key: fleet.key(&format!("budget:{}:{start}", self.client)),
+            key: shared_counter(fleet, &self.client, start),
             limit: micros(self.budget.usd),
             // A little past the window's end: the counter must outlive
             // requests still settling into it.
@@ -251,6 +276,12 @@ impl Hold {
 
     /// The fleet charged `usd` in all on `key`; the counter is at `used`.
     pub fn shared_charged(&mut self, fleet: &Arc<Fleet>, key: Arc<str>, usd: f64, used: u64) {
+        if self.shared.is_some() {
+            self.account.fleet_release(self.held);
+        }
+        self.account
+            .fleet_held
+            .fetch_add(micros(usd) as i64, Ordering::Relaxed);
         self.held = usd;
         self.shared = Some(SharedHold {
             fleet: fleet.clone(),
@@ -280,6 +311,7 @@ impl Drop for Hold {
     /// reservation back rather than leak it.
     fn drop(&mut self) {
         if let Some(sh) = self.shared.take() {
+            self.account.fleet_release(self.held);
             sh.fleet.adjust(Adjust {
                 key: sh.key,
                 field: None,
@@ -291,6 +323,12 @@ impl Drop for Hold {
             let _ = self.account.settle(&self.budget, self.held, 0.0, now_ms());
         }
     }
+}
+
+/// The fleet's budget counter of `client`'s window starting at `start_ms`
+/// (micro-USD: spend and the holds of requests in flight, as one sum).
+pub fn shared_counter(fleet: &Fleet, client: &str, start_ms: i64) -> String {
+    fleet.key(&format!("budget:{client}:{start_ms}"))
 }
 
 fn shared_left(b: &Budget, used: u64) -> f64 {

@@ -88,19 +88,26 @@ fn key(door: Door, who: Option<&Principal<'_>>, normalized: &Normalized) -> Cach
         Door::AnthropicMessages => b"messages",
         Door::Responses => b"responses",
     };
-    let scope = match who {
-        Some(p) if p.client.cache_shared => "\0shared",
-        Some(p) => p.client_id(),
-        None => "",
-    };
-    Sha256::new()
-        .chain_update(door)
-        .chain_update([0])
-        .chain_update(scope.as_bytes())
-        .chain_update([0])
+    let head = Sha256::new().chain_update(door).chain_update([0]);
+    scope(head, who.map(|p| (p.client_id(), p.client.cache_shared)))
         .chain_update(normalized.hash)
         .finalize()
         .into()
+}
+
+/// Whose cache, written so that no two scopes hash alike whatever the
+/// client ids are: a tag byte, then for a client's own cache its id's
+/// length before the id (`team` is never `team/sub`, and no client id can
+/// pass for the shared cache or an open gateway's).
+fn scope(h: Sha256, who: Option<(&str, bool)>) -> Sha256 {
+    match who {
+        None => h.chain_update([0]),
+        Some((_, true)) => h.chain_update([1]),
+        Some((id, false)) => h
+            .chain_update([2])
+            .chain_update((id.len() as u64).to_be_bytes())
+            .chain_update(id.as_bytes()),
+    }
 }
 
 impl CacheUse {
@@ -206,5 +213,40 @@ impl Replayed {
         };
         ctx.finish(200, None);
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scope;
+    use sha2::{Digest, Sha256};
+
+    fn of(who: Option<(&str, bool)>, rest: &[u8]) -> [u8; 32] {
+        scope(Sha256::new(), who)
+            .chain_update(rest)
+            .finalize()
+            .into()
+    }
+
+    #[test]
+    fn no_two_scopes_share_a_key() {
+        let all = [
+            of(None, b"x"),
+            of(Some(("team", true)), b"x"),
+            of(Some(("other", true)), b"x"),
+            of(Some(("team", false)), b"x"),
+            of(Some(("team/sub", false)), b"x"),
+            of(Some(("\0shared", false)), b"x"),
+            of(Some(("", false)), b"x"),
+        ];
+        // `cache: shared` clients share one cache; every other scope is its own.
+        assert_eq!(all[1], all[2]);
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len() - 1);
+        // The id's length is part of it: an id cannot run into the request.
+        assert_ne!(
+            of(Some(("team", false)), b"/subx"),
+            of(Some(("team/sub", false)), b"x")
+        );
     }
 }

@@ -41,7 +41,9 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
             if let Some(key) = r.previous_key(ctx.client.as_deref()) {
                 app.responses.load(&key).await;
             }
-            r.prepare(&app.responses, ctx.client.as_deref());
+            // A `previous_response_id` not the caller's is refused before
+            // the cache or any deployment could answer for it.
+            r.prepare(&app.responses, ctx.client.as_deref())?;
         }
         let cache = normalized
             .as_ref()

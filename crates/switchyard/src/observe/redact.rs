@@ -1,6 +1,12 @@
-//! Secrets as a type, and redaction of key-like strings in upstream messages.
+//! Secrets as a type, and redaction of upstream messages: every text an
+//! upstream wrote that goes on to a client or a log (error bodies, in-stream
+//! errors) is masked against the provider's configured key values as well
+//! as anything shaped like a key. Only errors are redacted: the content an
+//! upstream streams is never scanned.
 
 use std::fmt;
+
+use crate::error::GatewayError;
 
 /// A value that never prints: `Debug` and `Display` show `*****`, and it is not
 /// `Serialize`, so it cannot reach a log line or an error body by accident.
@@ -40,16 +46,40 @@ fn key_patterns() -> &'static regex::Regex {
     })
 }
 
+const MASK: &str = "*****";
+
+/// The shortest start of a key worth masking at the end of a message cut
+/// short (raw error bodies are kept to 512 bytes).
+const MIN_PART: usize = 6;
+
 /// Remove secrets from a message that may be shown to a client or logged:
 /// the configured key values themselves, and anything shaped like a key.
 pub fn redact(message: &str, known: &[&str]) -> String {
     let mut out = message.to_owned();
-    for k in known {
-        if k.len() >= 4 && out.contains(k) {
-            out = out.replace(k, "*****");
+    for k in known.iter().filter(|k| k.len() >= 4) {
+        if out.contains(*k) {
+            out = out.replace(*k, MASK);
+        }
+        if let Some(n) = cut_key(&out, k) {
+            out.truncate(out.len() - n);
+            out.push_str(MASK);
         }
     }
-    key_patterns().replace_all(&out, "*****").into_owned()
+    key_patterns().replace_all(&out, MASK).into_owned()
+}
+
+/// How long a start of `key` `text` ends with (at least [`MIN_PART`]
+/// bytes), if it does.
+fn cut_key(text: &str, key: &str) -> Option<usize> {
+    (MIN_PART..key.len())
+        .rev()
+        .find(|&n| key.is_char_boundary(n) && text.ends_with(&key[..n]))
+}
+
+/// `e` with its message redacted against `known` key values and key shapes.
+pub fn redact_error(mut e: GatewayError, known: &[&str]) -> GatewayError {
+    e.message = redact(&e.message, known);
+    e
 }
 
 #[cfg(test)]
@@ -77,5 +107,21 @@ mod tests {
             "API key ***** bad"
         );
         assert_eq!(redact("plain message", &[]), "plain message");
+    }
+
+    #[test]
+    fn a_configured_key_of_any_shape_is_masked_even_cut_short() {
+        let key = "plain-secret-value-42";
+        let m = format!("Invalid key {key}, and again: {key}.");
+        assert_eq!(redact(&m, &[key]), "Invalid key *****, and again: *****.");
+        // A body kept to its first bytes, ending inside the key.
+        assert_eq!(redact("bad key: plain-secr", &[key]), "bad key: *****");
+        // A word that merely starts like a key is left alone.
+        assert_eq!(redact("plain text", &[key]), "plain text");
+        let e = redact_error(
+            GatewayError::upstream(crate::error::ErrorCode::UpstreamError, m),
+            &[key],
+        );
+        assert!(!e.message.contains("secret"), "{}", e.message);
     }
 }

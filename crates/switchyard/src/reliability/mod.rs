@@ -112,12 +112,25 @@ impl Op<'_, '_> {
         key: Option<&ProviderKey>,
         call: &CallInfo,
     ) -> Result<Answer, GatewayError> {
-        match self {
+        let sent = match self {
             Op::Chat(inbound) => adapters::chat(dep, key, inbound, call).await,
             Op::Embeddings(req) => adapters::embeddings::embeddings(dep, key, req, call).await,
             Op::CountTokens(inbound) => {
                 adapters::count_tokens::count_tokens(dep, key, inbound, call).await
             }
+        };
+        // What the upstream wrote may echo the provider's key, in any
+        // shape: masked before it reaches a client, a log or a trace.
+        match sent {
+            Ok(Answer::Stream(mut s)) => {
+                s.mask_keys_of(dep.provider.clone());
+                Ok(Answer::Stream(s))
+            }
+            Ok(a) => Ok(a),
+            Err(e) => Err(crate::observe::redact::redact_error(
+                e,
+                &dep.provider.secret_refs(),
+            )),
         }
     }
 }

@@ -90,12 +90,17 @@ pub struct Peer {
     /// Its health score per deployment (merged by the others).
     #[serde(default)]
     pub health: HashMap<String, f64>,
+    /// What its requests in flight hold on the fleet's budget counters,
+    /// per client (USD): the fleet's reservations are every instance's.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub budget_held: HashMap<String, f64>,
 }
 
 /// What an instance says of itself in each heartbeat.
 pub struct Report {
     pub config_version: String,
     pub health: HashMap<String, f64>,
+    pub budget_held: HashMap<String, f64>,
 }
 
 /// A circuit's state as it travels between instances: the breaker's mode,
@@ -244,6 +249,21 @@ impl Fleet {
 
     pub fn live_peers(&self) -> Vec<Peer> {
         lock(&self.live_peers).clone()
+    }
+
+    /// What the other live instances held on the fleet's budget counters
+    /// at their last heartbeat, per client (USD).
+    pub fn peers_budget_held(&self) -> HashMap<String, f64> {
+        let mut held: HashMap<String, f64> = HashMap::new();
+        for p in lock(&self.live_peers)
+            .iter()
+            .filter(|p| p.id != *self.instance)
+        {
+            for (client, usd) in &p.budget_held {
+                *held.entry(client.clone()).or_default() += usd;
+            }
+        }
+        held
     }
 
     /// `local` merged with the other instances' scores for `deployment`
@@ -605,6 +625,7 @@ impl Fleet {
             started_at_ms: self.started_at_ms,
             last_seen_ms: now,
             health: report.health,
+            budget_held: report.budget_held,
         };
         let key = self.key("instances");
         let mut c = r.conn();
