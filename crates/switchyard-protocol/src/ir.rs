@@ -331,12 +331,22 @@ impl AnswerBuilder {
 impl ChatResponse {
     /// The answer as the events of a stream that would have carried it, in
     /// the order every encoder takes them (usage after the finish reason).
+    /// The input usage also comes right after `Start`, as a live Anthropic
+    /// stream reports it, so an Anthropic client's `message_start` carries
+    /// it; the full usage at the end replaces it.
     pub fn stream_events(&self) -> Vec<StreamEvent> {
-        let mut ev = vec![StreamEvent::Start {
-            id: self.id.clone(),
-            model: self.model.clone(),
-            created: self.created,
-        }];
+        let mut ev = vec![
+            StreamEvent::Start {
+                id: self.id.clone(),
+                model: self.model.clone(),
+                created: self.created,
+            },
+            StreamEvent::Usage(Usage {
+                output_tokens: 0,
+                reasoning_tokens: 0,
+                ..self.usage
+            }),
+        ];
         if self.reasoning.is_some() || self.reasoning_signature.is_some() {
             ev.push(StreamEvent::ReasoningDelta {
                 text: self.reasoning.clone().unwrap_or_default(),

@@ -11,12 +11,14 @@
 //!   the IR, both as upstream provider and as client-facing dialect.
 //! - [`gemini`]: Gemini generateContent request encoding, response / stream
 //!   decoding and error bodies (upstream), plus response / stream encoding.
+//! - [`ids`]: ids made up for answers and tool calls an upstream sent none for.
 //! - [`responses`]: the OpenAI Responses API (`/v1/responses`): item-based
 //!   requests grouped into IR turns, answers and SSE events in both
 //!   directions, and the passthrough view for Responses upstreams.
 
 pub mod anthropic;
 pub mod gemini;
+pub mod ids;
 pub mod ir;
 pub mod json;
 pub mod openai;

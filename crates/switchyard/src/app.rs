@@ -96,7 +96,8 @@ pub fn client_router(app: App) -> Router {
         )
         .route("/v1/embeddings", post(ingress::embeddings::embeddings))
         .route("/v1/models", get(ingress::models::list))
-        .route("/v1/models/{id}", get(ingress::models::retrieve))
+        // A deployment id has a `/` in it: the rest of the path is the id.
+        .route("/v1/models/{*id}", get(ingress::models::retrieve))
         .route("/", axum::routing::head(ingress::unknown::head_root))
         .fallback(ingress::unknown::unknown_endpoint)
         .with_state(app)

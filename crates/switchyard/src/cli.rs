@@ -7,10 +7,14 @@ use crate::config::{self, LogFormat};
 use crate::observe::decision_log::DecisionSink;
 use crate::{demo, observe, server};
 
-/// `switchyard check --config FILE`
+/// `switchyard check --config FILE`: every problem, or `ok`; warnings
+/// (a key written in clear) are shown either way and do not fail it.
 pub fn check(path: &Path) -> ExitCode {
     match config::load_file(path) {
         Ok(cfg) => {
+            for w in &cfg.warnings {
+                eprintln!("{}", w.warning_line());
+            }
             println!(
                 "{}: ok ({} providers, {} deployments, {} routes)",
                 path.display(),
@@ -30,7 +34,25 @@ pub fn check(path: &Path) -> ExitCode {
     }
 }
 
-/// `switchyard serve [--config FILE]`
+/// `serve --listen` / `--admin-listen`: they set `SWITCHYARD_LISTEN` /
+/// `SWITCHYARD_ADMIN_LISTEN` for this process, which the config loader reads
+/// in place of `server.listen` / `server.admin_listen` — at start-up, for the
+/// demo and on every reload alike, and checked like the file's own values.
+/// A flag thus wins over the variable, which wins over the file. Call it
+/// before any other thread starts (the environment is process-wide).
+pub fn listen_flags(listen: Option<&str>, admin_listen: Option<&str>) {
+    for (var, value) in [
+        (config::LISTEN_ENV, listen),
+        (config::ADMIN_LISTEN_ENV, admin_listen),
+    ] {
+        if let Some(v) = value {
+            std::env::set_var(var, v);
+        }
+    }
+}
+
+/// `switchyard serve [--config FILE] [--listen ADDR] [--admin-listen ADDR]`
+/// (see [`listen_flags`] for the addresses).
 pub async fn serve(path: Option<PathBuf>) -> ExitCode {
     let path = path.or_else(|| {
         let local = PathBuf::from("switchyard.yaml");
@@ -56,6 +78,9 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
         },
     };
     observe::logging::init(config.observability.log_format);
+    for w in &config.warnings {
+        tracing::warn!("{}", w.warning_line());
+    }
     let (decisions, writer) = if config.observability.log_requests {
         DecisionSink::stdout()
     } else {

@@ -85,7 +85,8 @@ pub struct Demo {
 }
 
 /// Start the mocks (default behavior from `SWITCHYARD_MOCK_BEHAVIOR`, if set)
-/// and build the demo config.
+/// and build the demo config, listening on `listen` and `admin_listen`
+/// unless `SWITCHYARD_LISTEN` / `SWITCHYARD_ADMIN_LISTEN` say otherwise.
 pub async fn start(listen: &str, admin_listen: &str) -> Result<Demo, String> {
     let behavior = match std::env::var(switchyard_mock::BEHAVIOR_ENV) {
         Ok(json) if !json.trim().is_empty() => Some(
@@ -101,7 +102,15 @@ pub async fn start(listen: &str, admin_listen: &str) -> Result<Demo, String> {
         mock.set_default(b);
     }
     let yaml = config_yaml(&mock.base_url(), listen, admin_listen);
-    let config = config::load_str(&yaml, "<demo>", &|_| None).map_err(|ds| {
+    // Only the listen addresses may come from outside (`serve --listen`,
+    // `SWITCHYARD_LISTEN`…): the demo's config is otherwise its own.
+    let env = |name: &str| {
+        [config::LISTEN_ENV, config::ADMIN_LISTEN_ENV]
+            .contains(&name)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+    };
+    let config = config::load_str(&yaml, "<demo>", &env).map_err(|ds| {
         ds.iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()

@@ -14,20 +14,43 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "switchyard",
     version,
-    about = "An LLM gateway: one OpenAI/Anthropic-compatible door in front of many providers"
+    about = "An LLM gateway: one OpenAI/Anthropic-compatible door in front of many providers",
+    long_about = "An LLM gateway: one OpenAI/Anthropic-compatible door in front of many providers.\n\n\
+        With no command it runs `serve`: the config in --config or ./switchyard.yaml, else the \
+        built-in demo (mock providers, no keys) on 127.0.0.1:8080, admin on 127.0.0.1:9090.",
+    args_conflicts_with_subcommands = true,
+    after_help = "Environment:\n  \
+        SWITCHYARD_LISTEN        the client API's address, instead of the config's server.listen\n  \
+        SWITCHYARD_ADMIN_LISTEN  the admin API's address, instead of server.admin_listen\n  \
+        (--listen and --admin-listen win over them)"
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no command: `serve`'s options.
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Config file (default: ./switchyard.yaml if there is one, else the built-in demo).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The client API's address, e.g. 0.0.0.0:8080: replaces `server.listen`
+    /// (and SWITCHYARD_LISTEN).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// The admin API's address, e.g. 127.0.0.1:9191: replaces
+    /// `server.admin_listen` (and SWITCHYARD_ADMIN_LISTEN).
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<String>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway (the built-in demo when there is no config).
-    Serve {
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Serve(ServeArgs),
     /// Validate a config: print every problem with file:line:column.
     Check {
         #[arg(long)]
@@ -56,7 +79,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = cli.command.unwrap_or(Command::Serve { config: None });
+    let command = cli.command.unwrap_or(Command::Serve(cli.serve));
+    if let Command::Serve(args) = &command {
+        // Before any thread starts: the flags go through the environment.
+        switchyard::cli::listen_flags(args.listen.as_deref(), args.admin_listen.as_deref());
+    }
     if let Command::Check { config } = &command {
         return switchyard::cli::check(config);
     }
@@ -76,7 +103,7 @@ fn main() -> ExitCode {
     };
     rt.block_on(async move {
         match command {
-            Command::Serve { config } => switchyard::cli::serve(config).await,
+            Command::Serve(args) => switchyard::cli::serve(args.config).await,
             Command::Mock { listen } => switchyard::cli::mock(&listen).await,
             Command::Usage {
                 config,

@@ -274,6 +274,44 @@ async fn a_hit_replays_in_each_door_as_a_stream_and_as_json() {
     }
 }
 
+/// `message_start`'s usage in an Anthropic stream.
+fn message_start_usage(body: &str) -> Value {
+    common::sse_data(body)
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v["type"] == "message_start")
+        .map(|v| v["message"]["usage"].clone())
+        .unwrap_or_else(|| panic!("no message_start in {body}"))
+}
+
+/// A stream replayed on the Anthropic door says its input usage in
+/// `message_start` as the live one did (an agent reads its context size
+/// there), whatever the upstream that first answered.
+#[tokio::test]
+async fn a_replayed_anthropic_stream_starts_with_its_input_usage() {
+    let h = common::start(CACHED).await;
+    for model in ["an/claude", "oa/gpt", "gm/gemini"] {
+        let body = json!({"model": model, "temperature": 0, "stream": true, "max_tokens": 100,
+            "messages": common::user("How big is my prompt?")});
+        let live = send(&h, "/v1/messages", &body, &[]).await;
+        assert_eq!(live.cache, "miss", "{model}");
+        let replayed = send(&h, "/v1/messages", &body, &[]).await;
+        assert_eq!(replayed.cache, "hit", "{model}");
+        let (live_said, replay_said) = (live.said(), replayed.said());
+        assert_eq!(replay_said, live_said, "{model}");
+        let usage = message_start_usage(&replayed.body);
+        assert_eq!(usage["input_tokens"], live_said.1, "{model}: {usage}");
+        assert!(live_said.1 > 0, "{model}");
+        // A live Anthropic stream starts with it too: the replay matches it.
+        if model == "an/claude" {
+            assert_eq!(
+                message_start_usage(&live.body)["input_tokens"],
+                usage["input_tokens"]
+            );
+        }
+    }
+}
+
 fn sha(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }

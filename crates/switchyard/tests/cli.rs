@@ -1,6 +1,8 @@
 //! The `switchyard` binary on real files and signals: `check`, and `serve`
 //! refusing a bad config and stopping cleanly on SIGTERM.
 
+mod common;
+
 use std::process::Command;
 
 fn check(yaml: &str) -> (i32, String, String) {
@@ -88,13 +90,7 @@ fn serve_refuses_a_bad_config_with_exit_1() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::free_port;
 
 /// `docker stop`, Kubernetes and systemd stop a process with SIGTERM: a
 /// request in flight at that moment still gets its answer, a new connection
@@ -184,5 +180,191 @@ usage: {{ path: {}/usage.db }}
                 .any(|l| l.contains(&format!("\"request_id\":\"{id}\""))),
             "no decision-log line for {id}:\n{stdout}"
         );
+    }
+}
+
+/// `check` shows a warning (a provider key written in clear) with its
+/// position and still passes the config.
+#[test]
+fn check_warns_about_a_key_in_clear_and_passes() {
+    let yaml = "providers:\n  p:\n    protocol: openai\n    keys: [{ value: sk-in-the-file }]\n";
+    let (code, stdout, stderr) = check(yaml);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(": ok ("), "{stdout}");
+    assert!(
+        stderr.starts_with(
+            "FILE:4:21: warning: providers.p.keys[0].value: the key is written in clear"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-in-the-file"), "{stderr}");
+}
+
+/// A gateway started by `args` in an empty folder (no ./switchyard.yaml:
+/// the demo unless a config is given), with `env`.
+fn spawn(args: &[&str], env: &[(&str, String)], dir: &std::path::Path) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env_remove("SWITCHYARD_LISTEN")
+        .env_remove("SWITCHYARD_ADMIN_LISTEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// The gateway answers a chat on `port` and health on `admin`, and the
+/// admin API is not on the client port.
+async fn serves_on(port: u16, admin: u16) {
+    let http = reqwest::Client::new();
+    let health = format!("http://127.0.0.1:{admin}/healthz");
+    common::eventually(
+        || async {
+            http.get(&health)
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        },
+        &format!("the admin API on {admin}"),
+    )
+    .await;
+    let chat = http
+        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .json(
+            &serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.status(), 200, "the client API on {port}");
+    let wrong = http
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 404);
+}
+
+/// The demo's addresses (`cargo run --release`, `switchyard serve`) and a
+/// config file's can be set: `--listen` / `--admin-listen` win over
+/// `SWITCHYARD_LISTEN` / `SWITCHYARD_ADMIN_LISTEN`, which win over the file.
+#[tokio::test]
+async fn listen_addresses_come_from_flags_then_env_then_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = |p: u16| format!("127.0.0.1:{p}");
+
+    // The demo, by flags.
+    let (port, admin) = (free_port(), free_port());
+    let demo = spawn(
+        &[
+            "serve",
+            "--listen",
+            &addr(port),
+            "--admin-listen",
+            &addr(admin),
+        ],
+        &[],
+        dir.path(),
+    );
+    serves_on(port, admin).await;
+    drop(demo);
+
+    // The demo with no command at all (what `cargo run --release` runs), by
+    // the environment, and by a flag that wins over it.
+    let (port, admin, loser) = (free_port(), free_port(), free_port());
+    let demo = spawn(
+        &["--admin-listen", &addr(admin)],
+        &[
+            ("SWITCHYARD_LISTEN", addr(port)),
+            ("SWITCHYARD_ADMIN_LISTEN", addr(loser)),
+        ],
+        dir.path(),
+    );
+    serves_on(port, admin).await;
+    drop(demo);
+
+    // A config file: its addresses give way to the variable and the flag.
+    let mock = switchyard_mock::MockServer::start("127.0.0.1:0")
+        .await
+        .unwrap();
+    let (file_port, file_admin) = (free_port(), free_port());
+    let path = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "server: {{ listen: 127.0.0.1:{file_port}, admin_listen: 127.0.0.1:{file_admin} }}
+providers:
+  mock: {{ protocol: openai, base_url: {}/v1 }}
+models:
+  - {{ id: mock/gpt-4o-mini, provider: mock, model: gpt-4o-mini }}
+routes:
+  chat: {{ targets: [mock/gpt-4o-mini] }}
+usage: {{ store: off }}
+",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let file = path.display().to_string();
+    let gw = spawn(
+        &["serve", "--config", &file, "--admin-listen", &addr(admin)],
+        &[("SWITCHYARD_LISTEN", addr(port))],
+        dir.path(),
+    );
+    serves_on(port, admin).await;
+    for p in [file_port, file_admin] {
+        assert!(
+            std::net::TcpStream::connect(addr(p)).is_err(),
+            "nothing listens on the file's {p}"
+        );
+    }
+    drop(gw);
+
+    // What the flags say is checked like the file: an admin API open to
+    // the network with no key is refused.
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["serve", "--config", &file, "--admin-listen", "0.0.0.0:0"])
+        .env_remove("SWITCHYARD_LISTEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("server.admin_listen: `0.0.0.0:0` is not a loopback address")
+            && stderr.contains("(from SWITCHYARD_ADMIN_LISTEN)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn help_names_the_listen_flags_and_variables() {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "--listen <ADDR>",
+        "--admin-listen <ADDR>",
+        "SWITCHYARD_LISTEN",
+    ] {
+        assert!(help.contains(want), "{want} in:\n{help}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "--listen <ADDR>",
+        "SWITCHYARD_ADMIN_LISTEN",
+        "built-in demo",
+    ] {
+        assert!(help.contains(want), "{want} in:\n{help}");
     }
 }

@@ -84,6 +84,149 @@ async fn models_are_listed_and_retrieved_in_the_callers_shape() {
     );
 }
 
+/// A deployment id has a `/`: clients send it raw as well as `%2F`.
+#[tokio::test]
+async fn a_deployment_id_is_found_with_a_raw_slash() {
+    let h = common::start(CATALOGUE).await;
+    for (path, anthropic) in [
+        ("/v1/models/oa/gpt", false),
+        ("/v1/models/oa/gpt", true),
+        ("/v1/models/oa%2Fgpt", false),
+    ] {
+        let resp = get(&h, path, anthropic).await;
+        assert_eq!(resp.status(), 200, "{path}");
+        let one: Value = resp.json().await.unwrap();
+        assert_eq!(one["id"], "oa/gpt", "{path}");
+    }
+    // A longer path is not that deployment.
+    let resp = get(&h, "/v1/models/oa/gpt/x", false).await;
+    assert_eq!(resp.status(), 404);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "model_not_found");
+}
+
+/// Twelve routes and three deployments (fifteen models, in that order).
+const MANY: &str = r#"
+providers:
+  oa: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: oa/a, provider: oa, model: a }
+  - { id: oa/b, provider: oa, model: b }
+  - { id: oa/c, provider: oa, model: c }
+routes:
+  r01: { targets: [oa/a] }
+  r02: { targets: [oa/a] }
+  r03: { targets: [oa/a] }
+  r04: { targets: [oa/a] }
+  r05: { targets: [oa/a] }
+  r06: { targets: [oa/a] }
+  r07: { targets: [oa/a] }
+  r08: { targets: [oa/a] }
+  r09: { targets: [oa/a] }
+  r10: { targets: [oa/a] }
+  r11: { targets: [oa/a] }
+  r12: { targets: [oa/a] }
+"#;
+
+/// One Anthropic page: (ids, has_more, first_id, last_id).
+async fn page(h: &common::Harness, query: &str) -> (Vec<String>, bool, Value, Value) {
+    let resp = get(h, &format!("/v1/models{query}"), true).await;
+    assert_eq!(resp.status(), 200, "{query}");
+    let v: Value = resp.json().await.unwrap();
+    let ids = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    (
+        ids,
+        v["has_more"].as_bool().unwrap(),
+        v["first_id"].clone(),
+        v["last_id"].clone(),
+    )
+}
+
+/// The Anthropic list pages as Anthropic's does: `limit`, then `after_id`
+/// (the next page) or `before_id` (the previous one), `has_more` saying
+/// whether there is more in that direction.
+#[tokio::test]
+async fn the_anthropic_list_pages_with_limit_after_id_and_before_id() {
+    let h = common::start(MANY).await;
+    let all: Vec<String> = (1..=12)
+        .map(|i| format!("r{i:02}"))
+        .chain(["oa/a", "oa/b", "oa/c"].map(String::from))
+        .collect();
+    let (ids, more, first, last) = page(&h, "").await;
+    assert_eq!((ids, more), (all.clone(), false), "default limit 20");
+    assert_eq!((first, last), ("r01".into(), "oa/c".into()));
+
+    // Forward, five at a time, as an SDK's auto-paging does.
+    let (mut seen, mut after) = (Vec::new(), String::new());
+    loop {
+        let q = if after.is_empty() {
+            "?limit=5".to_owned()
+        } else {
+            format!("?limit=5&after_id={after}")
+        };
+        let (ids, more, first, last) = page(&h, &q).await;
+        assert_eq!(ids.len(), 5, "{q}");
+        assert_eq!(
+            (first, last.clone()),
+            (ids[0].clone().into(), ids[4].clone().into())
+        );
+        seen.extend(ids);
+        if !more {
+            break;
+        }
+        after = last.as_str().unwrap().to_owned();
+    }
+    assert_eq!(seen, all);
+
+    // Backward from a deployment id (with its `/`, encoded or not).
+    let (ids, more, _, _) = page(&h, "?limit=4&before_id=oa%2Fb").await;
+    assert_eq!((ids, more), (all[9..13].to_vec(), true));
+    let (ids, more, _, _) = page(&h, "?limit=4&before_id=r03").await;
+    assert_eq!(
+        (ids, more),
+        (vec!["r01".to_owned(), "r02".to_owned()], false)
+    );
+    let (ids, more, first, last) = page(&h, "?after_id=oa/c").await;
+    assert_eq!((ids.len(), more), (0, false));
+    assert_eq!((first, last), (Value::Null, Value::Null));
+
+    // Bad parameters: 400 in Anthropic's envelope.
+    for (q, param) in [
+        ("?limit=0", "limit"),
+        ("?limit=1001", "limit"),
+        ("?limit=ten", "limit"),
+        ("?after_id=nope", "after_id"),
+        ("?after_id=r01&before_id=r05", "before_id"),
+    ] {
+        let resp = get(&h, &format!("/v1/models{q}"), true).await;
+        assert_eq!(resp.status(), 400, "{q}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(
+            body["error"]["type"], "invalid_request_error",
+            "{q}: {body}"
+        );
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(param),
+            "{q}: {body}"
+        );
+    }
+    // The OpenAI list is not paged: everything, whatever the query.
+    let list: Value = get(&h, "/v1/models?limit=2", false)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["data"].as_array().unwrap().len(), 15);
+}
+
 #[tokio::test]
 async fn unknown_paths_are_unknown_endpoint_in_the_doors_envelope_and_logged() {
     let h = common::start(CATALOGUE).await;

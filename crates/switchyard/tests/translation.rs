@@ -585,6 +585,128 @@ async fn several_choices_where_the_upstream_can_and_a_clear_400_where_not() {
     }
 }
 
+// === made-up ids ===
+
+/// A Gemini answer without `responseId` with two calls of the same tool.
+fn gemini_two_calls(stream: bool) -> Behavior {
+    let chunk = json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+            {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}
+        ]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4, "totalTokenCount": 7},
+        "modelVersion": "gemini-2.5-flash"
+    });
+    if !stream {
+        return Behavior::status(200, chunk.to_string());
+    }
+    let mut b = Behavior::status(200, format!("data: {chunk}\r\n\r\n"));
+    b.headers
+        .insert("content-type".into(), "text/event-stream".into());
+    b
+}
+
+/// Gemini answers carry no ids of their own (no `responseId`, no call ids):
+/// a deterministic upstream answering every turn alike must still give each
+/// answer its own id and every tool call its own id — within an answer and
+/// across the turns of one conversation, which an Anthropic client would
+/// otherwise send back with duplicate `tool_use` ids.
+#[tokio::test]
+async fn made_up_ids_never_repeat_within_or_across_answers() {
+    let h = common::start(THREE).await;
+    let tools = json!([{"name": "get_weather", "description": "Weather",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+    let mut conversation = vec![json!({"role": "user", "content": "Weather in Paris and Oslo?"})];
+    let (mut message_ids, mut call_ids) = (Vec::new(), Vec::new());
+    for stream in [false, true, false] {
+        h.mock.script(vec![gemini_two_calls(stream)]);
+        let body = json!({"model": "gm/gemini", "max_tokens": 100, "stream": stream,
+            "tools": tools, "messages": conversation});
+        let resp = messages(&h, body).await;
+        assert_eq!(resp.status(), 200);
+        let text = resp.text().await.unwrap();
+        let (id, uses) = if stream {
+            let events: Vec<Value> = common::sse_data(&text)
+                .iter()
+                .map(|d| serde_json::from_str(d).unwrap())
+                .collect();
+            let id = events[0]["message"]["id"].as_str().unwrap().to_owned();
+            let uses: Vec<Value> = events
+                .iter()
+                .filter(|e| e["type"] == "content_block_start")
+                .map(|e| e["content_block"].clone())
+                .collect();
+            (id, uses)
+        } else {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let uses = v["content"].as_array().unwrap().clone();
+            (v["id"].as_str().unwrap().to_owned(), uses)
+        };
+        assert_eq!(uses.len(), 2, "{text}");
+        message_ids.push(id);
+        let results: Vec<Value> = uses
+            .iter()
+            .map(|u| {
+                call_ids.push(u["id"].as_str().unwrap().to_owned());
+                json!({"type": "tool_result", "tool_use_id": u["id"], "content": "sunny"})
+            })
+            .collect();
+        let content: Vec<Value> = uses
+            .iter()
+            .map(|u| json!({"type": "tool_use", "id": u["id"], "name": u["name"], "input": {}}))
+            .collect();
+        conversation.push(json!({"role": "assistant", "content": content}));
+        conversation.push(json!({"role": "user", "content": results}));
+    }
+    let distinct = |ids: &[String]| ids.iter().collect::<std::collections::HashSet<_>>().len();
+    assert_eq!(distinct(&message_ids), 3, "{message_ids:?}");
+    assert_eq!(distinct(&call_ids), 6, "{call_ids:?}");
+    // The later turns sent every earlier call back as a function of its name.
+    let sent = h.mock.requests().last().unwrap().json.clone().unwrap();
+    let names: Vec<&str> = sent["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["parts"].as_array().unwrap())
+        .filter_map(|p| p["functionResponse"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["get_weather"; 4], "{sent}");
+
+    // The OpenAI door: two alike answers, two ids, four call ids.
+    let mut ids = Vec::new();
+    for stream in [false, true] {
+        h.mock.script(vec![gemini_two_calls(stream)]);
+        let resp = h
+            .post(
+                json!({"model": "gm/gemini", "stream": stream, "tools": weather_tool_openai(),
+                "messages": common::user("Weather?")}),
+            )
+            .await;
+        let text = resp.text().await.unwrap();
+        let docs: Vec<Value> = if stream {
+            common::sse_data(&text)
+                .iter()
+                .filter_map(|d| serde_json::from_str(d).ok())
+                .collect()
+        } else {
+            vec![serde_json::from_str(&text).unwrap()]
+        };
+        ids.push(docs[0]["id"].as_str().unwrap().to_owned());
+        for d in &docs {
+            let calls = d["choices"][0]["message"]["tool_calls"]
+                .as_array()
+                .or(d["choices"][0]["delta"]["tool_calls"].as_array());
+            for c in calls.into_iter().flatten() {
+                if let Some(id) = c["id"].as_str() {
+                    call_ids.push(id.to_owned());
+                }
+            }
+        }
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(distinct(&call_ids), 10, "{call_ids:?}");
+}
+
 // === streams split anywhere ===
 
 #[tokio::test]

@@ -143,9 +143,12 @@ impl OutUsage {
     }
 }
 
-/// `msg_…` from any upstream id.
+/// `msg_…` from any upstream id; an answer with none gets its own (never
+/// a bare `msg_` that every such answer would share).
 pub(super) fn message_id(id: &str) -> String {
-    if id.starts_with("msg_") {
+    if id.is_empty() {
+        crate::ids::with_prefix("msg")
+    } else if id.starts_with("msg_") {
         id.to_owned()
     } else {
         format!("msg_{id}")

@@ -10,14 +10,16 @@
 //! `call_<n>_<tag>_<name>` (see [`synth_call_id`]):
 //! - `n`: the call's position among the function calls of that response
 //!   (0, 1, … — the same as the stream's tool-call `index`);
-//! - `tag`: 8 hex digits hashed from the response's `responseId` (all zeros
-//!   when there is none), so ids stay unique across turns (Anthropic rejects
-//!   duplicate `tool_use` ids in one conversation);
+//! - `tag`: 16 hex digits hashed from the response's id — its `responseId`,
+//!   or, when it has none, an id made up for that answer alone
+//!   ([`crate::ids`]) — so ids stay unique across turns even when the
+//!   upstream answers two turns alike (Anthropic rejects duplicate `tool_use`
+//!   ids in one conversation);
 //! - `name`: the function name, so a tool result can be routed back to the
 //!   right `functionResponse.name` even when the client echoes only the id.
 //!
-//! The same response decoded whole or streamed yields the same ids. An id the
-//! upstream does send (`functionCall.id`, some surfaces) is kept as is.
+//! An id the upstream does send (`functionCall.id`, some surfaces) is kept as
+//! is. Ids with an 8-digit tag (from earlier versions) are still read back.
 //!
 //! # Thought signatures
 //!
@@ -56,10 +58,11 @@ pub fn path(model: &str, stream: bool) -> String {
     }
 }
 
-/// The id of the `n`-th function call of a response (see the module docs).
-pub fn synth_call_id(n: usize, response_id: Option<&str>, name: &str) -> String {
-    let tag = response_id.map(fnv1a32).unwrap_or(0);
-    format!("call_{n}_{tag:08x}_{name}")
+/// The id of the `n`-th function call of the response `response_id` (see
+/// the module docs).
+pub fn synth_call_id(n: usize, response_id: &str, name: &str) -> String {
+    let tag = fnv1a64(response_id.as_bytes());
+    format!("call_{n}_{tag:016x}_{name}")
 }
 
 /// The function name inside a synthesized id, if `id` is one.
@@ -69,24 +72,21 @@ pub fn name_from_call_id(id: &str) -> Option<&str> {
     let (tag, name) = rest.split_once('_')?;
     let ok = !n.is_empty()
         && n.bytes().all(|b| b.is_ascii_digit())
-        && tag.len() == 8
+        && matches!(tag.len(), 8 | 16)
         && tag.bytes().all(|b| b.is_ascii_hexdigit())
         && !name.is_empty();
     ok.then_some(name)
 }
 
-/// A response id for answers that carry no `responseId`.
-fn synth_response_id(seed: &[u8]) -> String {
-    format!("gemini-{:08x}", fnv1a32_bytes(seed))
+/// A response id for an answer that carries no `responseId`: its own, never
+/// another answer's (a hash of the body would repeat with the body).
+fn synth_response_id() -> String {
+    format!("gemini-{}", crate::ids::unique())
 }
 
-fn fnv1a32(s: &str) -> u32 {
-    fnv1a32_bytes(s.as_bytes())
-}
-
-fn fnv1a32_bytes(b: &[u8]) -> u32 {
-    b.iter().fold(0x811c_9dc5_u32, |h, &c| {
-        (h ^ u32::from(c)).wrapping_mul(0x0100_0193)
+fn fnv1a64(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &c| {
+        (h ^ u64::from(c)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 

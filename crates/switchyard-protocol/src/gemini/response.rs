@@ -86,7 +86,11 @@ pub fn decode_response(body: &[u8]) -> Result<ir::ChatResponse, DecodeError> {
         return Err(DecodeError::PromptBlocked { reason, message });
     }
     let cand = r.candidate().ok_or(DecodeError::NoCandidates)?;
-    Ok(candidate(&r, cand, body))
+    let id = r
+        .response_id
+        .as_deref()
+        .map_or_else(synth_response_id, str::to_owned);
+    Ok(candidate(&r, cand, id))
 }
 
 /// Every candidate of an answer (`candidateCount` > 1), in index order;
@@ -97,26 +101,26 @@ pub fn decode_candidates(body: &[u8]) -> Result<Vec<ir::ChatResponse>, DecodeErr
         serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
     let mut cands: Vec<&InCandidate<'_>> = r.candidates.iter().collect();
     cands.sort_by_key(|c| c.index.unwrap_or(0));
+    // One answer, one id: the other candidates share the first's.
+    let id = first.id.clone();
     let mut out = vec![first];
     for c in cands.into_iter().skip(1) {
-        let mut one = candidate(&r, c, body);
+        let mut one = candidate(&r, c, id.clone());
         one.usage = Default::default();
         out.push(one);
     }
     Ok(out)
 }
 
-fn candidate(r: &InResponse<'_>, cand: &InCandidate<'_>, body: &[u8]) -> ir::ChatResponse {
-    let response_id = r.response_id.as_deref();
+/// One candidate; `id` is the answer's (its `responseId`, else a made-up one).
+fn candidate(r: &InResponse<'_>, cand: &InCandidate<'_>, id: String) -> ir::ChatResponse {
     let mut acc = Collected::default();
     for p in cand.content.iter().flat_map(|c| &c.parts) {
-        acc.part(p, response_id);
+        acc.part(p, &id);
     }
     let raw_finish = cand.finish_reason.as_deref();
     ir::ChatResponse {
-        id: response_id
-            .map(str::to_owned)
-            .unwrap_or_else(|| synth_response_id(body)),
+        id,
         model: r.model_version.as_deref().unwrap_or_default().to_owned(),
         created: 0,
         text: acc.text,
@@ -150,7 +154,7 @@ struct Collected {
 }
 
 impl Collected {
-    fn part(&mut self, p: &InPart, response_id: Option<&str>) {
+    fn part(&mut self, p: &InPart, response_id: &str) {
         if let Some(fc) = &p.function_call {
             let name = fc.name.as_deref().unwrap_or_default();
             let n = self.calls.len();

@@ -40,7 +40,8 @@ pub enum StreamProblem {
 #[derive(Debug, Default)]
 pub struct StreamTranslator {
     started: bool,
-    response_id: Option<String>,
+    /// The answer's id, from the first chunk on.
+    response_id: String,
     /// Tool calls started so far (the next call's index).
     calls: u32,
     partial: Option<PartialCall>,
@@ -113,16 +114,17 @@ impl StreamTranslator {
         if let Some((reason, message)) = chunk.blocked() {
             return Err(StreamProblem::PromptBlocked { reason, message });
         }
-        if self.response_id.is_none() {
-            self.response_id = chunk.response_id.as_deref().map(str::to_owned);
-        }
         if !self.started {
             self.started = true;
+            // The first chunk names the answer; one without `responseId`
+            // gets an id of its own, which its tool calls' ids derive from.
+            let id = chunk
+                .response_id
+                .as_deref()
+                .map_or_else(synth_response_id, str::to_owned);
+            self.response_id = id.clone();
             out.push(StreamEvent::Start {
-                id: self
-                    .response_id
-                    .clone()
-                    .unwrap_or_else(|| synth_response_id(data)),
+                id,
                 model: chunk
                     .model_version
                     .as_deref()
@@ -214,9 +216,7 @@ impl StreamTranslator {
                 .as_deref()
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned)
-                .unwrap_or_else(|| {
-                    synth_call_id(index as usize, self.response_id.as_deref(), name)
-                });
+                .unwrap_or_else(|| synth_call_id(index as usize, &self.response_id, name));
             out.push(StreamEvent::ToolCallStart {
                 index,
                 id,

@@ -261,7 +261,8 @@ impl ResponsePeek<'_> {
                 .into_iter()
                 .flatten()
                 .map(|c| ir::ToolCall {
-                    id: c.id.as_deref().unwrap_or_default().to_owned(),
+                    // Some OpenAI-compatible servers send calls without ids.
+                    id: crate::ids::or_new(c.id.as_deref(), "call"),
                     name: c
                         .function
                         .as_ref()
@@ -559,20 +560,21 @@ impl StreamTranslator {
                 self.tool_ids.resize(slot + 1, None);
             }
             let fresh_id = call.id.as_deref().filter(|id| !id.is_empty());
-            if self.tool_ids[slot].is_none() {
-                if let Some(id) = fresh_id {
-                    self.tool_ids[slot] = Some(id.to_owned());
-                    let name = call
-                        .function
-                        .as_ref()
-                        .and_then(|f| f.name.as_deref())
-                        .unwrap_or_default();
-                    out.push(StreamEvent::ToolCallStart {
-                        index,
-                        id: id.to_owned(),
-                        name: name.to_owned(),
-                    });
-                }
+            let name = call
+                .function
+                .as_ref()
+                .and_then(|f| f.name.as_deref())
+                .filter(|n| !n.is_empty());
+            // A call starts with its id, or with its name when the server
+            // sends no ids (it gets one of its own).
+            if self.tool_ids[slot].is_none() && (fresh_id.is_some() || name.is_some()) {
+                let id = crate::ids::or_new(fresh_id, "call");
+                self.tool_ids[slot] = Some(id.clone());
+                out.push(StreamEvent::ToolCallStart {
+                    index,
+                    id,
+                    name: name.unwrap_or_default().to_owned(),
+                });
             }
             if let Some(args) = call.function.as_ref().and_then(|f| f.arguments.as_deref()) {
                 if !args.is_empty() {

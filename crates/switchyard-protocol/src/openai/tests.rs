@@ -229,6 +229,38 @@ fn stream_fixtures_translate_to_ir_events() {
     }
 }
 
+/// A server that sends tool calls without ids (some OpenAI-compatible ones):
+/// each call still starts, with an id of its own, whole or streamed, and two
+/// alike answers never share one.
+#[test]
+fn tool_calls_without_ids_get_ids_of_their_own() {
+    let sse = concat!(
+        "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[",
+        "{\"index\":0,\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}},",
+        "{\"index\":1,\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    );
+    let starts = |evs: Vec<ir::StreamEvent>| -> Vec<String> {
+        evs.into_iter()
+            .filter_map(|e| match e {
+                ir::StreamEvent::ToolCallStart { id, .. } => Some(id),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut ids = [starts(translate(sse).0), starts(translate(sse).0)].concat();
+    let body = r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[
+        {"type":"function","function":{"name":"f","arguments":"{}"}},
+        {"type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+    let whole = peek_response(body.as_bytes()).unwrap().to_ir();
+    ids.extend(whole.tool_calls.into_iter().map(|c| c.id));
+    assert_eq!(ids.len(), 6, "{ids:?}");
+    assert!(ids.iter().all(|id| id.starts_with("call_")), "{ids:?}");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 6, "{ids:?}");
+}
+
 #[test]
 fn ir_encodes_back_to_openai_shapes() {
     let body = fixture("openai/chat_tool_call.response.json");

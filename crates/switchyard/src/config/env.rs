@@ -92,7 +92,10 @@ pub fn expand_tree(node: &mut Node, at: &At, src: &str, env: Env, d: &mut Diags)
     };
     match &mut node.value {
         Value::Scalar(Kind::Str, text) if text.contains('$') => match expand(text, env) {
-            Ok(v) => *text = v,
+            Ok(v) => {
+                node.from_env = text.replace("$${", "").contains("${");
+                *text = v;
+            }
             Err(errors) => {
                 node.value = Value::Scalar(Kind::Invalid, String::new());
                 for e in errors {

@@ -52,6 +52,8 @@ pub fn map_entries<'n>(
         _ => return mismatch(d, node, at, "a mapping"),
     };
     let mut out: Vec<(&str, At, &Node)> = Vec::new();
+    // A set, not a scan of `out`: a mapping may have thousands of keys.
+    let mut seen = std::collections::HashSet::new();
     for (k, v) in pairs {
         let Some(name) = k.text() else {
             d.err(
@@ -61,7 +63,7 @@ pub fn map_entries<'n>(
             continue;
         };
         let key_at = at.child(k.pos, name);
-        if out.iter().any(|(n, _, _)| *n == name) {
+        if !seen.insert(name) {
             d.err(&key_at, format!("duplicate key `{name}`"));
             continue;
         }

@@ -5,7 +5,8 @@
 //! mirror (unknown keys, wrong types, bad units), `validate` checks the whole
 //! and builds [`model::Config`] with defaults applied. Each stage reports all
 //! its problems as [`Diagnostic`]s with `file:line:column`; a config with any
-//! problem is never returned.
+//! problem is never returned. Warnings (a provider key written in clear) do
+//! not stop a config: they travel in [`Config::warnings`].
 
 pub mod model;
 pub use model::*;
@@ -20,6 +21,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 
@@ -50,10 +52,27 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+impl Diagnostic {
+    /// The line `check` prints for a warning: `file:line:column: warning: path: message`.
+    pub fn warning_line(&self) -> String {
+        let mut s = format!("{}:{}:{}: warning: ", self.file, self.line, self.column);
+        if !self.path.is_empty() {
+            s.push_str(&self.path);
+            s.push_str(": ");
+        }
+        s.push_str(&self.message);
+        s
+    }
+}
+
 /// Collects diagnostics for one file.
 pub(crate) struct Diags {
     file: String,
     list: Vec<Diagnostic>,
+    /// The paths in `list`, sorted (for [`Diags::reported`]).
+    paths: BTreeSet<String>,
+    /// Problems that do not stop the config (a key written in clear).
+    warnings: Vec<Diagnostic>,
 }
 
 impl Diags {
@@ -61,6 +80,8 @@ impl Diags {
         Diags {
             file: file.to_string(),
             list: Vec::new(),
+            paths: BTreeSet::new(),
+            warnings: Vec::new(),
         }
     }
     /// Reports a missing required key, unless its value was present but
@@ -71,25 +92,51 @@ impl Diags {
         }
     }
 
-    /// Whether a problem was already reported at `path` or inside it.
+    /// Whether a problem was already reported at `path` or inside it: at
+    /// `path` itself, or under `path.` or `path[` — each a contiguous run of
+    /// the sorted paths (`/` and `\` sort right after `.` and `[`), so a
+    /// file with thousands of problems is not checked in quadratic time.
     pub(crate) fn reported(&self, path: &str) -> bool {
-        self.list.iter().any(|x| {
-            x.path
-                .strip_prefix(path)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
-        })
+        let under = |open: char, close: char| {
+            let from = format!("{path}{open}");
+            let to = format!("{path}{close}");
+            self.paths.range(from..to).next().is_some()
+        };
+        self.paths.contains(path) || under('.', '/') || under('[', '\\')
     }
 
     pub(crate) fn err(&mut self, at: &At, message: impl Into<String>) {
-        self.list.push(Diagnostic {
+        let d = self.diagnostic(at, message.into());
+        if !self.paths.contains(&d.path) {
+            self.paths.insert(d.path.clone());
+        }
+        self.list.push(d);
+    }
+
+    /// A warning: shown by `check` and logged by `serve`, the config still loads.
+    pub(crate) fn warn(&mut self, at: &At, message: impl Into<String>) {
+        let d = self.diagnostic(at, message.into());
+        self.warnings.push(d);
+    }
+
+    fn diagnostic(&self, at: &At, message: String) -> Diagnostic {
+        Diagnostic {
             file: self.file.clone(),
             line: at.pos.line,
             column: at.pos.column,
             path: at.path.clone(),
-            message: message.into(),
-        });
+            message,
+        }
     }
 }
+
+/// The variables that replace `server.listen` and `server.admin_listen`
+/// (what `switchyard serve --listen` / `--admin-listen` set), so that the
+/// demo and a config file can be moved without editing it. They are read
+/// wherever a config is loaded (`serve`, `check`, a reload), so every
+/// check of the addresses applies to the ones in force.
+pub const LISTEN_ENV: &str = "SWITCHYARD_LISTEN";
+pub const ADMIN_LISTEN_ENV: &str = "SWITCHYARD_ADMIN_LISTEN";
 
 /// Reads and validates a config file, expanding `${VAR}` from the process environment.
 pub fn load_file(path: &Path) -> Result<Config, Vec<Diagnostic>> {
@@ -126,8 +173,10 @@ pub fn load_str(
     let top = At::default();
     env::expand_tree(&mut root, &top, src, env, &mut d);
     let raw = raw::decode(&mut d, &root);
-    let config = validate::validate(&mut d, raw, env, version);
+    let mut config = validate::validate(&mut d, raw, env, version);
     if d.list.is_empty() {
+        d.warnings.sort_by_key(|x| (x.line, x.column));
+        config.warnings = d.warnings;
         return Ok(config);
     }
     d.list.sort_by_key(|x| (x.line, x.column));

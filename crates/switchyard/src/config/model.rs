@@ -30,6 +30,8 @@ pub struct Config {
     pub usage: Usage,
     pub observability: Observability,
     pub degraded: Degraded,
+    /// What `check` shows and `serve` logs without refusing the config.
+    pub warnings: Vec<super::Diagnostic>,
 }
 
 #[derive(Debug, Clone)]

@@ -75,6 +75,8 @@ pub struct Node {
     pub pos: Pos,
     /// Byte range of the scalar in the source (for mapping `${` positions), when known.
     pub span: Option<Range<usize>>,
+    /// A string that took (part of) its value from `${VAR}`: not written in clear.
+    pub from_env: bool,
 }
 
 impl Node {
@@ -170,6 +172,11 @@ impl<'de> Visitor<'de> for RawVisitor {
     }
 }
 
+/// How deeply mappings and lists may nest.
+pub const MAX_DEPTH: usize = 32;
+/// How many values (scalars, lists, mappings) a file may hold, aliases expanded.
+pub const MAX_NODES: usize = 100_000;
+
 /// Parses YAML text into a node tree; a syntax error becomes one diagnostic.
 pub fn parse(src: &str, d: &mut Diags) -> Option<Node> {
     let opts = serde_saphyr::options! {
@@ -180,6 +187,16 @@ pub fn parse(src: &str, d: &mut Diags) -> Option<Node> {
         duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::PassThrough,
         // `.inf` reaches the number readers, which say "must be a finite number".
         non_finite_float_policy: serde_saphyr::options::NonFiniteFloatPolicy::PassThrough,
+        // A config is a few levels deep (a provider's `options` a few more);
+        // the parser's own depth limit (64) lets a nested file overflow a
+        // thread's stack while it is turned into a tree (a 2 MiB tokio or
+        // test thread, in a debug build, at about 45 levels).
+        // And however aliases multiply it, a config is not a database.
+        budget: serde_saphyr::budget! {
+            max_depth: MAX_DEPTH,
+            flow_nesting_limit: MAX_DEPTH,
+            max_nodes: MAX_NODES,
+        },
     };
     match serde_saphyr::from_str_with_options::<Spanned<Raw>>(src, opts) {
         Ok(root) => Some(build(root, src)),
@@ -193,9 +210,16 @@ pub fn parse(src: &str, d: &mut Diags) -> Option<Node> {
                 .unwrap_or(Pos { line: 1, column: 1 });
             let msg = e.to_string();
             // The position goes in the diagnostic's prefix, not twice.
-            let msg = match msg.rfind(" at line ") {
+            let msg = match msg.find(" at line ") {
                 Some(i) => msg[..i].to_string(),
                 None => msg,
+            };
+            let msg = if msg.contains("Depth {") || msg.contains("recursion limit exceeded") {
+                format!("nested deeper than {MAX_DEPTH} levels")
+            } else if msg.contains("Nodes {") {
+                format!("more than {MAX_NODES} values (aliases expanded)")
+            } else {
+                msg
             };
             d.err(
                 &At {
@@ -245,5 +269,10 @@ fn build(sp: Spanned<Raw>, src: &str) -> Node {
     } else {
         None
     };
-    Node { value, pos, span }
+    Node {
+        value,
+        pos,
+        span,
+        from_env: false,
+    }
 }

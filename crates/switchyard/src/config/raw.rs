@@ -77,6 +77,8 @@ pub struct RawKey {
     pub at: At,
     pub env: Opt<String>,
     pub value: Opt<String>,
+    /// `value` is written out in the file (no `${VAR}` in it).
+    pub in_clear: bool,
     pub weight: Opt<u32>,
 }
 

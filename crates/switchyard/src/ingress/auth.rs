@@ -71,23 +71,27 @@ pub async fn learn_issued_key(live: &Live, headers: &HeaderMap) -> bool {
     }
 }
 
+/// The key the request presents. An empty one is no key: it would match a
+/// client whose key is the empty string (which `check` refuses anyway).
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    if let Some(v) = headers
+    let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-    {
-        let v = v.trim();
-        if let Some(k) = v
-            .strip_prefix("Bearer ")
-            .or_else(|| v.strip_prefix("bearer "))
-        {
-            return Some(k.trim());
-        }
-    }
-    headers
-        .get(&crate::names::X_API_KEY)
-        .and_then(|v| v.to_str().ok())
         .map(str::trim)
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let api_key = || {
+        headers
+            .get(&crate::names::X_API_KEY)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    bearer
+        .filter(|k| !k.is_empty())
+        .or_else(|| api_key().filter(|k| !k.is_empty()))
 }
 
 /// May this client use what `model` names?
@@ -117,4 +121,60 @@ pub fn may_use(who: Option<&Principal<'_>>, model: &str, target: &Target<'_>) ->
                 Target::Deployment(d) => *a == d.cfg.id,
             }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::state::memory::MemoryStore;
+    use crate::state::store::Registry;
+
+    /// A gateway whose one client's key is the empty string: what `check`
+    /// refuses, built anyway (a config from before that check, an issued key).
+    fn live_with_empty_key() -> Live {
+        let src = format!(
+            "clients:\n  - {{ id: bot, key_sha256: \"{}\" }}\n",
+            "ab".repeat(32)
+        );
+        let mut cfg = crate::config::load_str(&src, "t.yaml", &|_| None).unwrap();
+        if let Some(cs) = cfg.clients.as_mut() {
+            cs[0].key_sha256 = Sha256::digest(b"").into();
+        }
+        Live::build(cfg, &Arc::new(Registry::new(Arc::new(MemoryStore::new())))).unwrap()
+    }
+
+    #[test]
+    fn an_empty_key_never_authenticates() {
+        let live = live_with_empty_key();
+        for (name, value) in [
+            ("x-api-key", ""),
+            ("x-api-key", "   "),
+            ("authorization", "Bearer "),
+            ("authorization", "Bearer   "),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(
+                http::HeaderName::from_static(name),
+                http::HeaderValue::from_static(value),
+            );
+            let e = authenticate(&live, &h)
+                .err()
+                .unwrap_or_else(|| panic!("{name}: `{value}` got in"));
+            assert_eq!(e.code, ErrorCode::AuthFailed, "{name}");
+            assert!(e.message.starts_with("missing API key"), "{}", e.message);
+        }
+        // An empty bearer does not hide a real `x-api-key`.
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::header::AUTHORIZATION,
+            http::HeaderValue::from_static("Bearer "),
+        );
+        h.insert(
+            &crate::names::X_API_KEY,
+            http::HeaderValue::from_static("k"),
+        );
+        assert_eq!(presented_key(&h), Some("k"));
+    }
 }

@@ -1,12 +1,18 @@
 //! `GET /v1/models` and `GET /v1/models/{id}`: the routes and deployments
 //! the caller may use, in OpenAI's shape, or Anthropic's when the request
 //! carries `anthropic-version` (what Anthropic SDKs and Claude Code send).
+//!
+//! A deployment id holds a `/` (`openai/gpt-4o`): `{id}` is the rest of the
+//! path, raw `/` or `%2F` alike. Anthropic's list is paged as Anthropic's is
+//! (`limit`, default 20, at most 1000; `after_id` / `before_id`; `has_more`,
+//! `first_id`, `last_id` of the page); OpenAI's list is not paged.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::HeaderMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{auth, request_id, respond};
 use crate::app::App;
@@ -60,26 +66,103 @@ struct AnthropicList<'a> {
 /// Routes and deployments carry no creation time of their own.
 const CREATED_AT: &str = "1970-01-01T00:00:00Z";
 
-pub async fn list(State(app): State<App>, headers: HeaderMap) -> Response {
+/// Anthropic's list parameters (strings: a bad value is our 400, not axum's).
+#[derive(Deserialize, Default)]
+pub struct ListQuery {
+    limit: Option<String>,
+    after_id: Option<String>,
+    before_id: Option<String>,
+}
+
+const DEFAULT_LIMIT: usize = 20;
+const MAX_LIMIT: usize = 1000;
+
+pub async fn list(
+    State(app): State<App>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Response {
     let live = app.live.load_full();
     let door = door_of(&headers);
+    let rid = request_id(&headers);
     let entries = match visible(&live, &headers) {
         Ok(e) => e,
-        Err(e) => return respond::error(door, &e, &request_id(&headers)),
+        Err(e) => return respond::error(door, &e, &rid),
     };
     let body = match door {
-        Door::AnthropicMessages => serde_json::to_vec(&AnthropicList {
-            data: entries.iter().map(anthropic).collect(),
-            has_more: false,
-            first_id: entries.first().map(|e| e.id.as_str()),
-            last_id: entries.last().map(|e| e.id.as_str()),
-        }),
+        Door::AnthropicMessages => {
+            let q = match query {
+                Ok(Query(q)) => q,
+                Err(e) => {
+                    let e = GatewayError::invalid(None, format!("bad query string: {e}"));
+                    return respond::error(door, &e, &rid);
+                }
+            };
+            let (data, has_more) = match page(&entries, &q) {
+                Ok(p) => p,
+                Err(e) => return respond::error(door, &e, &rid),
+            };
+            serde_json::to_vec(&AnthropicList {
+                data: data.iter().map(anthropic).collect(),
+                has_more,
+                first_id: data.first().map(|e| e.id.as_str()),
+                last_id: data.last().map(|e| e.id.as_str()),
+            })
+        }
         Door::OpenAiChat | Door::Responses => serde_json::to_vec(&OpenAiList {
             object: "list",
             data: entries.iter().map(openai).collect(),
         }),
     };
-    respond::plain_json(Body::from(body.unwrap_or_default()), &request_id(&headers))
+    respond::plain_json(Body::from(body.unwrap_or_default()), &rid)
+}
+
+/// The page `q` asks for, and whether there are more entries beyond it in
+/// the direction it was read (after `after_id` or none: later ones; before
+/// `before_id`: earlier ones).
+fn page<'e>(entries: &'e [Entry], q: &ListQuery) -> Result<(&'e [Entry], bool), GatewayError> {
+    let limit = match q.limit.as_deref() {
+        None | Some("") => DEFAULT_LIMIT,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
+            .ok_or_else(|| {
+                GatewayError::invalid(
+                    Some("limit".into()),
+                    format!("limit: must be a whole number from 1 to {MAX_LIMIT}"),
+                )
+            })?,
+    };
+    let cursor = |param: &str, id: &Option<String>| -> Result<Option<usize>, GatewayError> {
+        let Some(id) = id.as_deref().filter(|id| !id.is_empty()) else {
+            return Ok(None);
+        };
+        match entries.iter().position(|e| e.id == id) {
+            Some(i) => Ok(Some(i)),
+            None => Err(GatewayError::invalid(
+                Some(param.into()),
+                format!("{param}: no model `{id}` in this list"),
+            )),
+        }
+    };
+    let after = cursor("after_id", &q.after_id)?;
+    let before = cursor("before_id", &q.before_id)?;
+    match (after, before) {
+        (Some(_), Some(_)) => Err(GatewayError::invalid(
+            Some("before_id".into()),
+            "before_id: give `after_id` or `before_id`, not both",
+        )),
+        (None, Some(b)) => {
+            let start = b.saturating_sub(limit);
+            Ok((&entries[start..b], start > 0))
+        }
+        (after, None) => {
+            let start = after.map_or(0, |a| a + 1);
+            let end = (start + limit).min(entries.len());
+            Ok((&entries[start..end], end < entries.len()))
+        }
+    }
 }
 
 pub async fn retrieve(

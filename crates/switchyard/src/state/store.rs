@@ -454,7 +454,9 @@ mod tests {
              clients:\n  - {{ id: bot, key_sha256: \"{}\", rpm: 1 }}\n",
             "ab".repeat(32)
         );
-        crate::config::load_str(&src, "t.yaml", &|_| Some("sk".into())).unwrap()
+        // Only the keys' variables: `SWITCHYARD_LISTEN` & co. would move the listeners.
+        let env = |name: &str| matches!(name, "K1" | "K2").then(|| "sk".to_owned());
+        crate::config::load_str(&src, "t.yaml", &env).unwrap()
     }
 
     #[tokio::test(start_paused = true)]

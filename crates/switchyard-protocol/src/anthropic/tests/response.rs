@@ -173,3 +173,71 @@ fn error_bodies_parse() {
     assert_eq!(parse_error(b"<html>"), None);
     assert_eq!(parse_error(br#"{"type":"message"}"#), None);
 }
+
+/// The `message_start` event of `r` replayed as a stream.
+fn replayed_start(r: &crate::ir::ChatResponse) -> serde_json::Value {
+    let mut enc = StreamEncoder::default();
+    let mut text = String::new();
+    for ev in r.stream_events() {
+        for f in enc.push(&ev) {
+            text.push_str(&String::from_utf8_lossy(&f));
+        }
+    }
+    let start = text.find("{\"type\":\"message_start\"").unwrap();
+    serde_json::Deserializer::from_str(&text[start..])
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap()
+}
+
+/// An answer that came with no id (a cached or degraded one, an upstream
+/// that sends none) gets its own message id, whole or streamed — never the
+/// bare `msg_` every such answer would share.
+#[test]
+fn an_answer_without_an_id_gets_its_own() {
+    let r = crate::ir::ChatResponse {
+        text: Some("hi".into()),
+        ..Default::default()
+    };
+    let id = |b: &[u8]| json(b)["id"].as_str().unwrap().to_owned();
+    let (a, b) = (id(&encode_response(&r)), id(&encode_response(&r)));
+    assert!(a.len() > "msg_".len() && a.starts_with("msg_"), "{a}");
+    assert_ne!(a, b);
+    let streamed = || {
+        replayed_start(&r)["message"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (c, d) = (streamed(), streamed());
+    assert!(c.len() > "msg_".len() && c != d && c != a, "{c} {d}");
+}
+
+/// A whole answer replayed as a stream (a cache hit) says its input usage in
+/// `message_start`, as a live Anthropic stream does; output comes at the end.
+#[test]
+fn a_replayed_answer_starts_with_its_input_usage() {
+    let r = crate::ir::ChatResponse {
+        id: "msg_1".into(),
+        text: Some("hi".into()),
+        usage: Usage {
+            input_tokens: 42,
+            output_tokens: 7,
+            cached_input_tokens: 30,
+            cache_write_tokens: 2,
+            reasoning_tokens: 0,
+        },
+        ..Default::default()
+    };
+    let u = &replayed_start(&r)["message"]["usage"];
+    assert_eq!(
+        (
+            &u["input_tokens"],
+            &u["cache_read_input_tokens"],
+            &u["output_tokens"]
+        ),
+        (&json!(10), &json!(30), &json!(0)),
+        "{u}"
+    );
+}

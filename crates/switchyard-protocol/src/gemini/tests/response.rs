@@ -83,10 +83,7 @@ fn function_call_responses() {
         (c.name.as_str(), c.arguments.as_str()),
         ("weather", r#"{"location":"San Francisco"}"#)
     );
-    assert_eq!(
-        c.id,
-        synth_call_id(0, Some("m36LaZGyCLz1xs0PtNSB-QU"), "weather")
-    );
+    assert_eq!(c.id, synth_call_id(0, "m36LaZGyCLz1xs0PtNSB-QU", "weather"));
     assert!(r.reasoning_signature.unwrap().starts_with("EskgCsYg"));
     assert_eq!(r.text, None);
     assert_eq!(
@@ -100,14 +97,13 @@ fn function_call_responses() {
         args,
         [r#"{"y":1,"x":2}"#, r#"{"y":3,"x":4}"#, r#"{"y":5,"x":6}"#]
     );
-    let ids: Vec<&str> = r.tool_calls.iter().map(|c| c.id.as_str()).collect();
+    // No responseId: the answer's made-up id gives its calls their tag.
+    let ids: Vec<String> = r.tool_calls.iter().map(|c| c.id.clone()).collect();
     assert_eq!(
         ids,
-        [
-            "call_0_00000000_sum",
-            "call_1_00000000_sum",
-            "call_2_00000000_sum"
-        ]
+        (0..3)
+            .map(|n| synth_call_id(n, &r.id, "sum"))
+            .collect::<Vec<_>>()
     );
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
 

@@ -110,11 +110,68 @@ fn run_fixture(name: &str) -> Run {
     let body = fixture(name);
     let whole = run(body.as_bytes(), body.len().max(1));
     let split = run(body.as_bytes(), 7);
-    assert_eq!(
-        whole.events, split.events,
-        "{name}: byte splits change nothing"
-    );
+    // An answer without `responseId` gets a new id each time: only that differs.
+    let (a, b) = if body.contains("\"responseId\"") {
+        (whole.events.clone(), split.events.clone())
+    } else {
+        (
+            made_up_ids_blanked(&whole.events),
+            made_up_ids_blanked(&split.events),
+        )
+    };
+    assert_eq!(a, b, "{name}: byte splits change nothing");
     whole
+}
+
+fn made_up_ids_blanked(events: &[StreamEvent]) -> Vec<StreamEvent> {
+    let mut out = events.to_vec();
+    for e in &mut out {
+        match e {
+            StreamEvent::Start { id, .. } | StreamEvent::ToolCallStart { id, .. } => id.clear(),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Two answers without `responseId`, alike to the byte (a deterministic
+/// upstream, two turns of one conversation): each gets its own id, and every
+/// tool call its own id, within the answer and across the two.
+#[test]
+fn answers_without_a_response_id_never_share_ids() {
+    let chunk = r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}},{"functionCall":{"name":"get_weather","args":{"city":"Oslo"}}}]},"finishReason":"STOP"}],"modelVersion":"gemini-2.5-flash"}"#;
+    let body = format!("data: {chunk}\r\n\r\n");
+    let (one, two) = (run(body.as_bytes(), body.len()), run(body.as_bytes(), 5));
+    let start = |r: &Run| match &r.events[0] {
+        StreamEvent::Start { id, .. } => id.clone(),
+        e => panic!("{e:?}"),
+    };
+    assert_ne!(start(&one), start(&two));
+    let mut ids: Vec<String> = [one.calls(), two.calls()]
+        .concat()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids.len(), 4);
+    assert!(ids
+        .iter()
+        .all(|id| name_from_call_id(id) == Some("get_weather")));
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "every tool call has its own id: {ids:?}");
+
+    // The same body whole: its own ids again, never the stream's.
+    let whole = decode_response(chunk.as_bytes()).unwrap();
+    let again = decode_response(chunk.as_bytes()).unwrap();
+    assert_ne!(whole.id, again.id);
+    let mut all: Vec<&str> = [&whole, &again]
+        .iter()
+        .flat_map(|r| r.tool_calls.iter().map(|c| c.id.as_str()))
+        .chain(ids.iter().map(String::as_str))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 8, "{all:?}");
 }
 
 const STREAMS: &[&str] = &[
@@ -203,7 +260,7 @@ fn function_call_streams() {
     );
     assert_eq!(
         calls[0].id,
-        synth_call_id(0, Some("b36LacjwM668nsEP2tbsgQQ"), "weather")
+        synth_call_id(0, "b36LacjwM668nsEP2tbsgQQ", "weather")
     );
     assert!(r.signature().unwrap().starts_with("EqUCCqIC"));
     assert_eq!(r.finishes(), [FinishReason::ToolCalls]);

@@ -212,3 +212,254 @@ fn embeddings_are_refused_on_anthropic() {
         "{msg}"
     );
 }
+
+// === config that would open a door ===
+
+/// sha256 of the empty string.
+const EMPTY_SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+#[test]
+fn a_client_key_that_is_the_empty_string_is_refused() {
+    one(
+        &format!("clients:\n  - {{ id: a, key_sha256: \"{EMPTY_SHA}\" }}\n"),
+        2,
+        26,
+        "clients[0].key_sha256",
+        "is the sha256 of the empty string: an empty API key would authenticate as this client",
+    );
+    // Upper case hex is the same key.
+    let upper = EMPTY_SHA.to_uppercase();
+    one(
+        &format!("clients:\n  - {{ id: a, key_sha256: \"{upper}\" }}\n"),
+        2,
+        26,
+        "clients[0].key_sha256",
+        "sha256 of the empty string",
+    );
+}
+
+#[test]
+fn the_admin_listener_never_shares_the_client_one() {
+    one(
+        "server:\n  listen: 127.0.0.1:8080\n  admin_listen: 127.0.0.1:8080\n",
+        3,
+        17,
+        "server.admin_listen",
+        "`admin_listen` is `listen` (127.0.0.1:8080): the admin API (reload, keys, usage) would be served to every client",
+    );
+    // Only `listen` written, onto the admin default.
+    one(
+        "server:\n  listen: 127.0.0.1:9090\n",
+        2,
+        11,
+        "server.listen",
+        "`admin_listen` is `listen`",
+    );
+    // Port 0 is a fresh port for each: what tests do.
+    assert!(super::load("server: { listen: 127.0.0.1:0, admin_listen: 127.0.0.1:0 }\n").is_ok());
+}
+
+#[test]
+fn an_admin_listener_beyond_loopback_needs_a_key() {
+    for addr in ["0.0.0.0:9090", "10.1.2.3:9090", "[::]:9090"] {
+        one(
+            &format!("server:\n  admin_listen: \"{addr}\"\n"),
+            2,
+            17,
+            "server.admin_listen",
+            "is not a loopback address and there is no `admin_key_env`: the admin API (reload, keys, usage) would be open to the network; set `admin_key_env` or listen on 127.0.0.1",
+        );
+    }
+    let keyed = "server:\n  admin_listen: 0.0.0.0:9090\n  admin_key_env: BOT_KEY\n";
+    assert!(super::load(keyed).is_ok());
+    for local in ["127.0.0.1:9191", "127.0.0.2:9191", "[::1]:9191"] {
+        assert!(
+            super::load(&format!("server:\n  admin_listen: \"{local}\"\n")).is_ok(),
+            "{local}"
+        );
+    }
+    // A key variable that is not set is its own problem, said once.
+    one(
+        "server:\n  admin_listen: 0.0.0.0:9090\n  admin_key_env: NOPE\n",
+        3,
+        18,
+        "server.admin_key_env",
+        "`NOPE` is not set",
+    );
+}
+
+/// `SWITCHYARD_LISTEN` / `SWITCHYARD_ADMIN_LISTEN` replace the file's
+/// addresses, and the same checks hold for what they say.
+#[test]
+fn listen_variables_replace_the_file_and_are_checked() {
+    let with = |vars: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+                .or_else(|| super::env(name))
+        }
+    };
+    let src = "server:\n  listen: 127.0.0.1:8080\n  admin_listen: 127.0.0.1:9090\n";
+    let env = with(&[
+        ("SWITCHYARD_LISTEN", "127.0.0.1:18080"),
+        ("SWITCHYARD_ADMIN_LISTEN", " 127.0.0.1:19090 "),
+    ]);
+    let c = super::load_str(src, "t.yaml", &env).unwrap();
+    assert_eq!(
+        (c.server.listen.port(), c.server.admin_listen.port()),
+        (18080, 19090)
+    );
+    // Empty: the file's.
+    let env = with(&[("SWITCHYARD_LISTEN", "")]);
+    let c = super::load_str(src, "t.yaml", &env).unwrap();
+    assert_eq!(c.server.listen.port(), 8080);
+    // Not in the file: the variable still applies, and is named when wrong.
+    let env = with(&[("SWITCHYARD_ADMIN_LISTEN", "0.0.0.0:9999")]);
+    let ds = super::load_str("usage: { store: off }\n", "t.yaml", &env).unwrap_err();
+    assert_eq!(ds.len(), 1, "{ds:#?}");
+    assert_eq!(
+        (ds[0].line, ds[0].path.as_str()),
+        (0, "server.admin_listen")
+    );
+    assert!(
+        ds[0].message.contains("not a loopback address")
+            && ds[0].message.ends_with("(from SWITCHYARD_ADMIN_LISTEN)"),
+        "{}",
+        ds[0].message
+    );
+    let env = with(&[("SWITCHYARD_LISTEN", "somewhere")]);
+    let ds = super::load_str(src, "t.yaml", &env).unwrap_err();
+    assert_eq!(
+        (ds[0].line, ds[0].column),
+        (2, 11),
+        "at the key it replaces"
+    );
+    assert!(
+        ds[0]
+            .message
+            .starts_with("`somewhere` is not a socket address")
+            && ds[0].message.ends_with("(from SWITCHYARD_LISTEN)"),
+        "{}",
+        ds[0].message
+    );
+    let env = with(&[("SWITCHYARD_ADMIN_LISTEN", "127.0.0.1:8080")]);
+    let ds = super::load_str(src, "t.yaml", &env).unwrap_err();
+    assert!(
+        ds[0].message.contains("`admin_listen` is `listen`"),
+        "{ds:#?}"
+    );
+}
+
+#[test]
+fn a_provider_url_has_no_query_or_fragment() {
+    for (url, col) in [
+        ("https://api.example.com/v1?key=sk-secret", 36),
+        ("https://api.example.com/v1#frag", 36),
+        ("https://api.example.com/v1?", 36),
+    ] {
+        let src = format!("providers:\n  p: {{ protocol: openai, base_url: \"{url}\" }}\n");
+        let all = errs(&src);
+        assert_eq!(all.len(), 1, "{all:#?}");
+        let (l, c, p, m) = &all[0];
+        assert_eq!(
+            (*l, *c, p.as_str()),
+            (2, col, "providers.p.base_url"),
+            "{m}"
+        );
+        assert!(
+            m.starts_with("must not have a query string or a fragment"),
+            "{m}"
+        );
+        assert!(!m.contains("sk-secret"), "the URL is not echoed: {m}");
+    }
+}
+
+#[test]
+fn a_provider_key_in_clear_is_a_warning() {
+    let src = "providers:\n  p:\n    protocol: openai\n    keys:\n      - { value: sk-live-123 }\n      - { value: \"${OPENAI_API_KEY}\" }\n      - { env: OPENAI_API_KEY }\n";
+    let c = super::load(src).expect("a warning does not refuse the config");
+    assert_eq!(c.providers["p"].keys.len(), 3);
+    assert_eq!(c.warnings.len(), 1, "{:#?}", c.warnings);
+    let w = &c.warnings[0];
+    assert_eq!(
+        (w.line, w.column, w.path.as_str()),
+        (5, 18, "providers.p.keys[0].value")
+    );
+    assert_eq!(
+        w.warning_line(),
+        "t.yaml:5:18: warning: providers.p.keys[0].value: the key is written in clear in the config: anyone who can read the file has it; use `env: VAR` (or `value: ${VAR}`)"
+    );
+    assert!(!w.to_string().contains("sk-live-123"));
+}
+
+// === hostile files ===
+
+/// Whatever the file holds, the loader answers with diagnostics (or a
+/// config), never a panic, and in bounded time.
+#[test]
+fn hostile_files_get_diagnostics_not_a_panic() {
+    let deep_list = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let deep_map = format!("{}1{}", "{a: ".repeat(5000), "}".repeat(5000));
+    let deep_block: String = (0..2000)
+        .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+        .collect();
+    let many_providers: String = std::iter::once("providers:\n".to_string())
+        .chain((0..5_000).map(|i| format!("  p{i}: {{ protocol: nope }}\n")))
+        .collect();
+    let long_string = format!("server:\n  listen: \"{}\"\n", "x".repeat(2 << 20));
+    let aliases = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n";
+    let binary: String = (0u8..=255).map(char::from).cycle().take(4096).collect();
+    let cases: Vec<(&str, String)> = vec![
+        ("deep list", deep_list),
+        ("deep map", deep_map),
+        ("deep block", deep_block),
+        ("many providers", many_providers),
+        ("long string", long_string),
+        (
+            "too many values",
+            format!("a: [{}]\n", "1, ".repeat(100_000)),
+        ),
+        ("binary", binary),
+        ("tabs", "server:\n\tlisten: x\n".into()),
+        ("nul", "server: \0\n".into()),
+        ("lone key", ":".into()),
+        ("scalar", "42".into()),
+        ("two documents", "a: 1\n---\nb: 2\n".into()),
+        ("unclosed quote", "providers: { p: \"".into()),
+        ("bom", "\u{feff}server: { listen: 1 }\n".into()),
+    ];
+    // Nesting past the limit is said as such, at the level that breaks it.
+    for src in [
+        (0..40)
+            .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+            .collect::<String>(),
+        format!("a: {}{}", "[".repeat(40), "]".repeat(40)),
+    ] {
+        let ds = super::load(&src).unwrap_err();
+        assert_eq!(ds.len(), 1, "{ds:#?}");
+        assert_eq!(
+            ds[0].message,
+            "YAML syntax error: nested deeper than 32 levels"
+        );
+    }
+    let ds = super::load(aliases).unwrap_err();
+    assert_eq!(
+        ds[0].message,
+        "YAML syntax error: more than 100000 values (aliases expanded)"
+    );
+    for (name, src) in cases {
+        let started = std::time::Instant::now();
+        let result = std::panic::catch_unwind(|| super::load(&src));
+        let Ok(result) = result else {
+            panic!("{name}: the loader panicked")
+        };
+        let ds = result.expect_err(name);
+        assert!(!ds.is_empty(), "{name}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{name}: {:?}",
+            started.elapsed()
+        );
+    }
+}

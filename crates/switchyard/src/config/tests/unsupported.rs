@@ -337,3 +337,16 @@ fn the_otlp_keys_are_taken_and_checked_at_their_position() {
         load("observability: { otlp_endpoint: \"http://u:secret@otel:4317\" }\n").unwrap_err();
     assert!(!shown[0].to_string().contains("secret"), "{}", shown[0]);
 }
+
+/// `region` on a deployment is parsed (as a string: `no` is Norway, not
+/// false) but steers nothing yet: refused where it is written.
+#[test]
+fn a_deployment_region_is_not_supported_yet() {
+    one(
+        "providers:\n  p: { protocol: openai }\nmodels:\n  - { provider: p, model: a }\n  - { provider: p, model: b, region: no }\n",
+        5,
+        38,
+        "models[1].region",
+        "not supported yet (a deployment's region does not steer routing in this build); remove it",
+    );
+}

@@ -36,10 +36,21 @@ pub fn check(
                 let bytes = hex::decode(h.value.trim())
                     .ok()
                     .and_then(|b| <[u8; 32]>::try_from(b).ok());
-                bytes.unwrap_or_else(|| {
-                    d.err(&h.at, "must be 64 hex characters (sha256 of the key)");
-                    [0; 32]
-                })
+                match bytes {
+                    // An empty `x-api-key` would then be this client's key.
+                    Some(b) if b == <[u8; 32]>::from(Sha256::digest(b"")) => {
+                        d.err(
+                            &h.at,
+                            "is the sha256 of the empty string: an empty API key would authenticate as this client",
+                        );
+                        [0; 32]
+                    }
+                    Some(b) => b,
+                    None => {
+                        d.err(&h.at, "must be 64 hex characters (sha256 of the key)");
+                        [0; 32]
+                    }
+                }
             }
             (None, Some(var)) => match env(&var.value).filter(|v| !v.is_empty()) {
                 Some(key) => Sha256::digest(key.as_bytes()).into(),

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::super::fields as f;
-use super::super::node::Sp;
+use super::super::node::{At, Sp};
 use super::super::raw::{
     section, RawCache, RawConfig, RawDegraded, RawObservability, RawServer, RawState, RawUsage,
     UsageStore,
@@ -119,14 +119,22 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
 }
 
 pub fn server(d: &mut Diags, s: &RawServer, env: crate::config::env::Env) -> Server {
-    let addr = |d: &mut Diags, v: &Option<Sp<String>>, default: &str| -> SocketAddr {
-        let fallback = default.parse().expect("default address");
-        let Some(v) = v else { return fallback };
+    let listen_at = listen_value(&s.listen, "listen", crate::config::LISTEN_ENV, env);
+    let admin_at = listen_value(
+        &s.admin_listen,
+        "admin_listen",
+        crate::config::ADMIN_LISTEN_ENV,
+        env,
+    );
+    let addr = |d: &mut Diags, v: &Option<(Sp<String>, Option<&str>)>, default: &str| {
+        let fallback: SocketAddr = default.parse().expect("default address");
+        let Some((v, var)) = v else { return fallback };
         v.value.parse().unwrap_or_else(|_| {
+            let from = var.map_or_else(String::new, |var| format!(" (from {var})"));
             d.err(
                 &v.at,
                 format!(
-                    "`{}` is not a socket address (expected host:port, e.g. {default})",
+                    "`{}` is not a socket address (expected host:port, e.g. {default}){from}",
                     v.value
                 ),
             );
@@ -141,15 +149,109 @@ pub fn server(d: &mut Diags, s: &RawServer, env: crate::config::env::Env) -> Ser
         Some(v) => usize::try_from(v.value).unwrap_or(usize::MAX),
         None => 20 << 20,
     };
-    Server {
-        listen: addr(d, &s.listen, "0.0.0.0:8080"),
-        admin_listen: addr(d, &s.admin_listen, "127.0.0.1:9090"),
+    let server = Server {
+        listen: addr(d, &listen_at, "0.0.0.0:8080"),
+        admin_listen: addr(d, &admin_at, "127.0.0.1:9090"),
         max_body,
         sse_keepalive: positive(d, &s.sse_keepalive, Duration::from_secs(15)),
         body_timeout: positive(d, &s.body_timeout, Duration::from_secs(30)),
         max_connections: max_connections(d, &s.max_connections),
         admin_key: admin_key(d, &s.admin_key_env, env),
+    };
+    let checked = [
+        "server.listen",
+        "server.admin_listen",
+        "server.admin_key_env",
+    ];
+    if !checked.iter().any(|p| d.reported(p)) {
+        for problem in listener_problems(&server) {
+            // Blame the address that was written (the admin one if both were).
+            let blamed = match problem {
+                ListenerProblem::Shared if admin_at.is_none() && listen_at.is_some() => {
+                    (&listen_at, "listen")
+                }
+                _ => (&admin_at, "admin_listen"),
+            };
+            let (at, from) = match blamed {
+                (Some((v, var)), _) => (
+                    v.at.clone(),
+                    var.map_or_else(String::new, |var| format!(" (from {var})")),
+                ),
+                (None, key) => (
+                    At {
+                        path: format!("server.{key}"),
+                        ..At::default()
+                    },
+                    String::new(),
+                ),
+            };
+            d.err(&at, format!("{}{from}", problem.message(&server)));
+        }
     }
+    server
+}
+
+/// `server.<key>` as written, unless `var` (set and not empty) replaces it;
+/// with the variable's name when it did.
+fn listen_value<'v>(
+    written: &Option<Sp<String>>,
+    key: &str,
+    var: &'v str,
+    env: crate::config::env::Env,
+) -> Option<(Sp<String>, Option<&'v str>)> {
+    match env(var).filter(|v| !v.trim().is_empty()) {
+        Some(value) => Some((
+            Sp {
+                value: value.trim().to_owned(),
+                at: written.as_ref().map_or_else(
+                    || At {
+                        path: format!("server.{key}"),
+                        ..At::default()
+                    },
+                    |w| w.at.clone(),
+                ),
+            },
+            Some(var),
+        )),
+        None => written.clone().map(|w| (w, None)),
+    }
+}
+
+/// Listener addresses that would open a door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListenerProblem {
+    /// `admin_listen` is `listen`: the admin API served with the client API.
+    Shared,
+    /// `admin_listen` reachable beyond this host with no admin key.
+    OpenAdmin,
+}
+
+impl ListenerProblem {
+    fn message(self, s: &Server) -> String {
+        match self {
+            ListenerProblem::Shared => format!(
+                "`admin_listen` is `listen` ({}): the admin API (reload, keys, usage) would be served to every client; give it its own port",
+                s.admin_listen
+            ),
+            ListenerProblem::OpenAdmin => format!(
+                "`{}` is not a loopback address and there is no `admin_key_env`: the admin API (reload, keys, usage) would be open to the network; set `admin_key_env` or listen on 127.0.0.1",
+                s.admin_listen
+            ),
+        }
+    }
+}
+
+/// What is wrong with these listeners (port 0 is a fresh port each time,
+/// never shared).
+fn listener_problems(s: &Server) -> Vec<ListenerProblem> {
+    let mut out = Vec::new();
+    if s.listen == s.admin_listen && s.listen.port() != 0 {
+        out.push(ListenerProblem::Shared);
+    }
+    if !s.admin_listen.ip().is_loopback() && s.admin_key.is_none() {
+        out.push(ListenerProblem::OpenAdmin);
+    }
+    out
 }
 
 /// `max_connections`: at least 1 (default 10 000).

@@ -48,6 +48,7 @@ pub fn validate(d: &mut Diags, raw: RawConfig, env: Env, version: String) -> Con
         usage,
         observability,
         degraded: globals::degraded(&raw.degraded),
+        warnings: Vec::new(),
     }
 }
 

@@ -4,7 +4,8 @@
 //! or `{ value: "literal-or-${VAR}", weight: N }` (weight defaults to 1, 0 parks a
 //! key; at least one must be > 0); `api_version` (azure only, default
 //! `2024-10-21`); `base_url` may be left out for openai, anthropic and gemini
-//! (their public endpoints), not for azure.
+//! (their public endpoints), not for azure, and never has a query string or
+//! fragment. A key `value` written in clear (no `${VAR}`) is a warning.
 
 use std::collections::BTreeMap;
 
@@ -54,6 +55,7 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
                     at: k.at.clone(),
                     env: k.get(d, "env", f::string),
                     value: k.get(d, "value", f::string),
+                    in_clear: k.node("value").is_some_and(|(n, _)| !n.from_env),
                     weight: k.get(d, "weight", f::uint32),
                 });
             }
@@ -160,6 +162,15 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
         Protocol::Azure => None,
     };
     let base_url = match (&p.base_url, default_url) {
+        (Some(u), _) if u.value.contains(['?', '#']) => {
+            // The adapter appends paths after it: a query or fragment would
+            // end up in the middle of every URL (and a `?key=` leaks a key).
+            d.err(
+                &u.at,
+                "must not have a query string or a fragment: the gateway appends the API's paths to it (a key goes in `keys`, a header in `headers`)",
+            );
+            String::new()
+        }
         (Some(u), _) => url(d, u, &["http", "https"]).unwrap_or_default(),
         (None, Some(u)) => u.to_string(),
         (None, None) => {
@@ -221,7 +232,15 @@ fn keys(d: &mut Diags, raw: &[RawKey], env: Env) -> Vec<ProviderKey> {
                 d.err(&v.at, "the key is empty");
                 continue;
             }
-            (None, Some(v)) => (format!("inline#{i}"), v.value.clone()),
+            (None, Some(v)) => {
+                if k.in_clear {
+                    d.warn(
+                        &v.at,
+                        "the key is written in clear in the config: anyone who can read the file has it; use `env: VAR` (or `value: ${VAR}`)",
+                    );
+                }
+                (format!("inline#{i}"), v.value.clone())
+            }
             _ => {
                 d.err(&k.at, "a key needs exactly one of `env` or `value`");
                 continue;
