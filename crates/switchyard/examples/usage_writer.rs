@@ -54,6 +54,7 @@ async fn main() -> Result<(), String> {
             deployment: Some(dep.clone()),
             status: 200,
             outcome: "ok",
+            usage_estimated: false,
             stream: i % 2 == 0,
             cache: "off",
             input_tokens: 120,

@@ -164,7 +164,10 @@ async fn gemini_batch_maps_back_to_the_openai_list() {
     let counted = switchyard::tokenize::Vocab::O200k.count("second text\nfirst text\nthird\n");
     assert!(counted >= 6, "{counted}");
     let cost: f64 = header(&r, "x-switchyard-cost-usd").parse().unwrap();
-    assert!((cost - counted as f64 * 0.15).abs() < 1e-9, "{cost} for {counted} tokens");
+    assert!(
+        (cost - counted as f64 * 0.15).abs() < 1e-9,
+        "{cost} for {counted} tokens"
+    );
     let float: Value = r.json().await.unwrap();
     assert_eq!(float["object"], "list");
     assert_eq!(float["model"], "gemini-embedding-001");
