@@ -15,8 +15,8 @@ import os
 import statistics
 import sys
 
-TARGETS = ["direct", "nginx", "switchyard", "governed", "cached", "traced"]
-LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64", "o64"]
+TARGETS = ["direct", "nginx", "switchyard", "governed", "cached", "traced", "defaults"]
+LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64", "o64", "d64"]
 LANE_NAME = {
     "c1": "non-stream c=1",
     "c64": "non-stream c=64",
@@ -26,6 +26,7 @@ LANE_NAME = {
     "g64": "governed non-stream c=64",
     "h64": "cache hit non-stream c=64",
     "o64": "traced non-stream c=64",
+    "d64": "defaults (decision log + usage store) non-stream c=64",
 }
 # The traced lane (OTLP export on, 100% sampling, a collector running) against the plain one.
 TRACE_CPU_LIMIT = 1.15
@@ -321,6 +322,16 @@ def main():
             checks.append((name, f"{s['p50']:.3f} vs {d['p50']:.3f} ms = {delta * 1000:+.0f} µs", delta <= 1.0))
         else:
             checks.append((name, "TTFB run failed", None))
+
+    # the defaults lane: reported beside the plain one (no target of its own; the governed
+    # lane's bound is the yardstick)
+    dc, pc = get("defaults", "d64", "cpu"), get("switchyard", "d64", "cpu")
+    name = f"Defaults (decision log + usage store) CPU/request, c=64: ≤ {GOV_CPU_LIMIT:g}× the plain lane's (same run)"
+    if dc is not None and pc:
+        r = dc / pc
+        checks.append((name, f"{dc:.1f} / {pc:.1f} µs = {r:.2f}×", r <= GOV_CPU_LIMIT))
+    else:
+        checks.append((name, "lane d64 not run", None))
 
     # governed lanes
     def load_json(name):

@@ -12,7 +12,8 @@
 #   GOV_PORT 18083, GOV_ADMIN_PORT 19091 (the governed gateway), STORE_ROWS (200000),
 #   CACHE_PORT 18084, CACHE_ADMIN_PORT 19092 (the caching gateway, lane h64),
 #   TRACE_PORT 18085, TRACE_ADMIN_PORT 19093, OTLP_PORT 14317 (+1: its counts) (the traced
-#   gateway and its OTLP collector, lane o64).
+#   gateway and its OTLP collector, lane o64), DEF_PORT 18086, DEF_ADMIN_PORT 19094 (the
+#   gateway as a team runs it by default, lane d64).
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,7 +22,7 @@ DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
 C1_SLICES="${C1_SLICES:-5}"
-LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64}"
+LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64}"
 TTFB_N="${TTFB_N:-300}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -37,6 +38,8 @@ CACHE_PORT="${CACHE_PORT:-18084}"
 CACHE_ADMIN_PORT="${CACHE_ADMIN_PORT:-19092}"
 TRACE_PORT="${TRACE_PORT:-18085}"
 TRACE_ADMIN_PORT="${TRACE_ADMIN_PORT:-19093}"
+DEF_PORT="${DEF_PORT:-18086}"
+DEF_ADMIN_PORT="${DEF_ADMIN_PORT:-19094}"
 OTLP_PORT="${OTLP_PORT:-14317}"
 # The governed gateway's virtual key (a bench-only value, not a secret).
 GOV_KEY="sy-bench-governed-key"
@@ -56,7 +59,7 @@ LOG_TAG=bench
 source "$BENCH/lib.sh"
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64|d64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 [ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
@@ -110,7 +113,7 @@ else
 fi
 
 for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT" "$CACHE_PORT" "$CACHE_ADMIN_PORT" \
-         "$TRACE_PORT" "$TRACE_ADMIN_PORT" "$OTLP_PORT" "$((OTLP_PORT + 1))"; do
+         "$TRACE_PORT" "$TRACE_ADMIN_PORT" "$OTLP_PORT" "$((OTLP_PORT + 1))" "$DEF_PORT" "$DEF_ADMIN_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
 
@@ -244,6 +247,14 @@ sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen
     -e "s|^observability: .*|observability: { log_format: json, log_requests: true, otlp_endpoint: \"http://127.0.0.1:$OTLP_PORT\", otlp_protocol: grpc, trace_sample: 1.0 }|" \
     "$RES/switchyard.yaml" >"$RES/traced.yaml"
 grep -q "otlp_endpoint" "$RES/traced.yaml" || die "traced.yaml: no otlp_endpoint"
+# The gateway as a team runs it by default: the plain one with the decision log on (as it is
+# there) and the SQLite usage store on (a row per request), priced, no clients.
+rm -f "$RES/defaults.db" "$RES/defaults.db-wal" "$RES/defaults.db-shm"
+sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen: 127.0.0.1:$DEF_PORT, admin_listen: 127.0.0.1:$DEF_ADMIN_PORT/" \
+    -e 's/model: gpt-4o-mini, capabilities: \[streaming\] }/model: gpt-4o-mini, capabilities: [streaming], pricing: { input: 0.15, output: 0.6 } }/' \
+    -e "s|^usage: .*|usage: { store: sqlite, path: $RES/defaults.db }|" \
+    "$RES/switchyard.yaml" >"$RES/defaults.yaml"
+grep -q "defaults.db" "$RES/defaults.yaml" || die "defaults.yaml: no usage store"
 # The governed lane's client key (the others have no key_env).
 export SWITCHYARD_BENCH_KEY="$GOV_KEY"
 start_gateway switchyard "$RES/switchyard.yaml" "$ADMIN_PORT" "$GW_PORT"; SY_PID=$STARTED_PID
@@ -257,6 +268,10 @@ if has_lane o64; then
   OTLP_PID=$!; PIDS+=("$OTLP_PID")
   wait_port "$OTLP_PORT" "$OTLP_PID" otlp_sink
   start_gateway traced "$RES/traced.yaml" "$TRACE_ADMIN_PORT" "$TRACE_PORT"; TRACE_PID=$STARTED_PID
+fi
+DEF_PID=""
+if has_lane d64; then
+  start_gateway defaults "$RES/defaults.yaml" "$DEF_ADMIN_PORT" "$DEF_PORT"; DEF_PID=$STARTED_PID
 fi
 CACHE_PID=""
 if has_lane h64; then
@@ -364,7 +379,7 @@ if has_lane t64 || has_lane ts64; then
 fi
 
 # ---------------------------------------------------------------- measuring helpers
-target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; esac; }
+target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; defaults) echo "$DEF_PORT";; esac; }
 # The header a target's requests carry (the governed gateway's virtual key).
 target_hdr() { case "$1" in governed) echo "authorization: Bearer $GOV_KEY";; *) echo "";; esac; }
 # PIDs of the proxy under test (none for direct)
@@ -375,6 +390,7 @@ proxy_pids() {
     governed) echo "$GOV_PID";;
     cached) echo "$CACHE_PID";;
     traced) echo "$TRACE_PID";;
+    defaults) echo "$DEF_PID";;
   esac
 }
 
@@ -557,7 +573,7 @@ for lane in $LANES; do
   case "$lane" in
     t64|ts64) NRUNS=$((NRUNS + 6)); ref=c64; [ "$lane" = ts64 ] && ref=s64
               has_lane "$ref" || NRUNS=$((NRUNS + 1));;
-    g64|h64|o64) NRUNS=$((NRUNS + 2));;
+    g64|h64|o64|d64) NRUNS=$((NRUNS + 2));;
     *) NRUNS=$((NRUNS + 3));;
   esac
 done
@@ -599,6 +615,12 @@ for rep in $(seq "$REPEATS"); do
         # The same requests as the plain lane, each one traced and exported.
         for target in switchyard traced; do
           measure "$target" o64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+            64 "$BODY_NS" "" "$rep"
+        done;;
+      d64)
+        # The same requests as the plain lane, with a usage row each.
+        for target in switchyard defaults; do
+          measure "$target" d64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
             64 "$BODY_NS" "" "$rep"
         done;;
       g64)

@@ -36,9 +36,24 @@ impl<'de> Visitor<'de> for FieldsVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out: Self::Value = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        // A scan of the keys so far is cheapest for the dozen a request
+        // has; past that a set, so a body of a million keys costs linear
+        // time, not a quadratic hang.
+        let mut seen: Option<std::collections::HashSet<Cow<'de, str>>> = None;
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             let value: &'de RawValue = map.next_value()?;
-            if out.iter().any(|(k, _)| *k == key) {
+            let duplicate = match &mut seen {
+                Some(set) => !set.insert(key.clone()),
+                None if out.len() < 32 => out.iter().any(|(k, _)| *k == key),
+                None => {
+                    let mut set: std::collections::HashSet<_> =
+                        out.iter().map(|(k, _)| k.clone()).collect();
+                    let dup = !set.insert(key.clone());
+                    seen = Some(set);
+                    dup
+                }
+            };
+            if duplicate {
                 return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
             }
             out.push((key, value));
@@ -146,6 +161,19 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"{"model":"real","stream":false,"x":2}"#
         );
+    }
+
+    #[test]
+    fn many_keys_parse_in_linear_time_and_late_duplicates_are_caught() {
+        let mut body = String::from("{");
+        for i in 0..200_000 {
+            body.push_str(&format!("\"k{i}\":{i},"));
+        }
+        body.push_str("\"model\":\"m\"}");
+        assert_eq!(parse_object(&body).unwrap().len(), 200_001);
+        let dup = body.replace("\"model\":\"m\"}", "\"k7\":1}");
+        let e = parse_object(&dup).unwrap_err();
+        assert!(e.contains("duplicate field `k7`"), "{e}");
     }
 
     #[test]

@@ -470,3 +470,66 @@ async fn connections_past_the_bound_are_refused_at_once() {
     .await;
     drop(held);
 }
+
+/// Hostile bodies: a second `model` smuggled past the first, and a body of
+/// 200 000 keys (quadratic once): each gets a prompt 400 or answer, nothing
+/// smuggled reaches the upstream, and the gateway keeps serving.
+#[tokio::test]
+async fn hostile_bodies_are_refused_promptly_and_nothing_is_smuggled() {
+    let h = common::start(common::ONE_OPENAI).await;
+    let smuggled = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"model":"gpt-secret"}"#;
+    let r = h.post_raw(smuggled, "application/json").await;
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "invalid_request", "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("duplicate"), "{e}");
+    let mut wide = String::from(r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]"#);
+    for i in 0..200_000 {
+        wide.push_str(&format!(",\"k{i}\":0"));
+    }
+    wide.push('}');
+    let started = Instant::now();
+    let r = h.post_raw(wide, "application/json").await;
+    assert!(r.status().is_success() || r.status() == 400, "{}", r.status());
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        h.mock.requests().iter().all(|q| !String::from_utf8_lossy(&q.body).contains("gpt-secret")),
+        "the smuggled model never went upstream"
+    );
+    let r = h.post(json!({"model": "chat", "messages": common::user("hi")})).await;
+    assert_eq!(r.status(), 200);
+}
+
+/// Hostile framing: Content-Length beside chunked Transfer-Encoding (request
+/// smuggling) and a 200 KB header are refused, the connection closed, and
+/// nothing reaches the upstream.
+#[tokio::test]
+async fn hostile_framing_is_refused_and_the_gateway_keeps_serving() {
+    let h = common::start(common::ONE_OPENAI).await;
+    let body = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#;
+    let smuggle = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 4\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\nPOST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len(),
+        body.len()
+    );
+    let huge = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-junk: {}\r\ncontent-length: {}\r\n\r\n{body}",
+        "a".repeat(200_000),
+        body.len()
+    );
+    for raw in [smuggle, huge] {
+        let mut tcp = TcpStream::connect(h.gw.addr).await.unwrap();
+        let (mut rd, mut wr) = tcp.split();
+        let _ = wr.write_all(raw.as_bytes()).await;
+        let answer = read_to_close(&mut rd).await;
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 4"),
+            "{}",
+            &answer[..answer.len().min(300)]
+        );
+        assert!(!answer.contains("HTTP/1.1 200"), "{answer}");
+    }
+    assert_eq!(h.mock.request_count(), 0, "nothing reached the upstream");
+    let r = h.post(json!({"model": "chat", "messages": common::user("hi")})).await;
+    assert_eq!(r.status(), 200);
+}
