@@ -477,12 +477,19 @@ async fn connections_past_the_bound_are_refused_at_once() {
 #[tokio::test]
 async fn hostile_bodies_are_refused_promptly_and_nothing_is_smuggled() {
     let h = common::start(common::ONE_OPENAI).await;
-    let smuggled = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"model":"gpt-secret"}"#;
+    let smuggled =
+        r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"model":"gpt-secret"}"#;
     let r = h.post_raw(smuggled, "application/json").await;
     assert_eq!(r.status(), 400);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "invalid_request", "{e}");
-    assert!(e["error"]["message"].as_str().unwrap().contains("duplicate"), "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate"),
+        "{e}"
+    );
     let mut wide = String::from(r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]"#);
     for i in 0..200_000 {
         wide.push_str(&format!(",\"k{i}\":0"));
@@ -490,13 +497,26 @@ async fn hostile_bodies_are_refused_promptly_and_nothing_is_smuggled() {
     wide.push('}');
     let started = Instant::now();
     let r = h.post_raw(wide, "application/json").await;
-    assert!(r.status().is_success() || r.status() == 400, "{}", r.status());
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     assert!(
-        h.mock.requests().iter().all(|q| !String::from_utf8_lossy(&q.body).contains("gpt-secret")),
+        r.status().is_success() || r.status() == 400,
+        "{}",
+        r.status()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        h.mock
+            .requests()
+            .iter()
+            .all(|q| !String::from_utf8_lossy(&q.body).contains("gpt-secret")),
         "the smuggled model never went upstream"
     );
-    let r = h.post(json!({"model": "chat", "messages": common::user("hi")})).await;
+    let r = h
+        .post(json!({"model": "chat", "messages": common::user("hi")}))
+        .await;
     assert_eq!(r.status(), 200);
 }
 
@@ -530,6 +550,8 @@ async fn hostile_framing_is_refused_and_the_gateway_keeps_serving() {
         assert!(!answer.contains("HTTP/1.1 200"), "{answer}");
     }
     assert_eq!(h.mock.request_count(), 0, "nothing reached the upstream");
-    let r = h.post(json!({"model": "chat", "messages": common::user("hi")})).await;
+    let r = h
+        .post(json!({"model": "chat", "messages": common::user("hi")}))
+        .await;
     assert_eq!(r.status(), 200);
 }
