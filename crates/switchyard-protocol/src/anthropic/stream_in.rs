@@ -1,5 +1,6 @@
 //! Anthropic named SSE events (upstream) → IR stream events.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use super::stream_out::{BlockCursor, BlockType};
@@ -53,8 +54,13 @@ enum BlockKind {
 pub struct StreamTranslator {
     json_tool: Option<String>,
     started: bool,
-    /// Per content-block index.
-    blocks: Vec<BlockKind>,
+    /// By content-block index. A map, not a table by index: the index is
+    /// the upstream's number, and 4294967295 is one block, not 4 GiB.
+    blocks: HashMap<u32, BlockKind>,
+    /// One past the highest block index seen (saturating).
+    next_index: u32,
+    /// The JSON-mode tool's block was seen.
+    saw_json_tool: bool,
     /// The block started and not yet stopped.
     open: Option<(u32, BlockType)>,
     next_tool: u32,
@@ -94,7 +100,7 @@ impl StreamTranslator {
     pub fn cursor(&self) -> BlockCursor {
         BlockCursor {
             open: self.open,
-            next_index: self.blocks.len() as u32,
+            next_index: self.next_index,
         }
     }
 
@@ -183,7 +189,7 @@ impl StreamTranslator {
 
     fn kind_at(&self, index: Option<u32>) -> BlockKind {
         index
-            .and_then(|i| self.blocks.get(i as usize).copied())
+            .and_then(|i| self.blocks.get(&i).copied())
             .unwrap_or(BlockKind::Other)
     }
 
@@ -217,18 +223,17 @@ impl StreamTranslator {
                 out.push(StreamEvent::TextDelta(t.to_owned()));
             }
         }
-        let i = ev.index.map_or(self.blocks.len(), |i| i as usize);
-        if self.blocks.len() <= i {
-            self.blocks.resize(i + 1, BlockKind::Other);
-        }
-        self.blocks[i] = kind;
+        let i = ev.index.unwrap_or(self.next_index);
+        self.next_index = self.next_index.max(i.saturating_add(1));
+        self.saw_json_tool |= kind == BlockKind::JsonTool;
+        self.blocks.insert(i, kind);
         let open = match kind {
             BlockKind::Text => BlockType::Text,
             BlockKind::Thinking => BlockType::Thinking,
             BlockKind::Tool(_) | BlockKind::JsonTool => BlockType::ToolUse,
             BlockKind::Other => BlockType::Other,
         };
-        self.open = Some((i as u32, open));
+        self.open = Some((i, open));
     }
 
     fn block_delta(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {
@@ -278,7 +283,7 @@ impl StreamTranslator {
     fn message_delta(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {
         if let Some(raw) = ev.delta.as_ref().and_then(|d| d.stop_reason.as_deref()) {
             let mut reason = finish_from_wire(raw);
-            let only_json = self.next_tool == 0 && self.blocks.contains(&BlockKind::JsonTool);
+            let only_json = self.next_tool == 0 && self.saw_json_tool;
             if reason == FinishReason::ToolCalls && only_json {
                 reason = FinishReason::Stop;
             }
