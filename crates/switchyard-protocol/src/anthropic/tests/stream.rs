@@ -552,3 +552,15 @@ data: {"type":"content_block_delta","index":4294967295,"delta":{"type":"input_js
     assert!(!frames.is_empty());
     resumed.end();
 }
+
+/// Counts add up saturating (a wrapped sum would bill a huge input as a
+/// tiny one; in a debug build it was a panic).
+#[test]
+fn usage_at_the_top_of_u64_saturates() {
+    let sse = br#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":18446744073709551615,"cache_read_input_tokens":1,"cache_creation_input_tokens":1}}}
+
+"#;
+    let (_, _, t) = translate(sse, None);
+    assert_eq!(t.usage().unwrap().input_tokens, u64::MAX);
+}

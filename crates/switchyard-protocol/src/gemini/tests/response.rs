@@ -230,3 +230,16 @@ fn error_bodies_parse() {
     assert_eq!(parse_error(b"{\"candidates\": []}"), None);
     assert_eq!(parse_error(b"<html>"), None);
 }
+
+/// Token counts add up saturating: `u64::MAX` plus one is not one (a
+/// wrapped sum would bill a huge answer as a tiny one; in a debug build it
+/// was a panic).
+#[test]
+fn usage_at_the_top_of_u64_saturates() {
+    let body = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}],
+        "usageMetadata":{"promptTokenCount":18446744073709551615,"toolUsePromptTokenCount":1,
+        "candidatesTokenCount":18446744073709551615,"thoughtsTokenCount":2}}"#;
+    let u = decode_response(body).unwrap().usage;
+    assert_eq!((u.input_tokens, u.output_tokens), (u64::MAX, u64::MAX));
+    assert_eq!(u.total(), u64::MAX);
+}
