@@ -1,6 +1,5 @@
 //! Anthropic named SSE events (upstream) → IR stream events.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use super::stream_out::{BlockCursor, BlockType};
@@ -46,6 +45,12 @@ enum BlockKind {
     Other,
 }
 
+/// How far past the blocks seen a block's index may reach (the gap filled
+/// with unknown blocks). Anthropic numbers blocks 0, 1, …; a start further
+/// out is dropped: the index is the upstream's number, and 4294967295 must
+/// not be a table of four billion blocks.
+const MAX_BLOCK_GAP: usize = 16;
+
 /// Turns one Anthropic stream into IR events. Feed every event with
 /// [`push`](Self::push) (or [`push_sse`](Self::push_sse)); `Finish` is emitted
 /// exactly once, as soon as `message_delta` carries a `stop_reason` (or at
@@ -54,11 +59,9 @@ enum BlockKind {
 pub struct StreamTranslator {
     json_tool: Option<String>,
     started: bool,
-    /// By content-block index. A map, not a table by index: the index is
-    /// the upstream's number, and 4294967295 is one block, not 4 GiB.
-    blocks: HashMap<u32, BlockKind>,
-    /// One past the highest block index seen (saturating).
-    next_index: u32,
+    /// Per content-block index (blocks come numbered 0, 1, …; see
+    /// [`MAX_BLOCK_GAP`]).
+    blocks: Vec<BlockKind>,
     /// The JSON-mode tool's block was seen.
     saw_json_tool: bool,
     /// The block started and not yet stopped.
@@ -100,7 +103,7 @@ impl StreamTranslator {
     pub fn cursor(&self) -> BlockCursor {
         BlockCursor {
             open: self.open,
-            next_index: self.next_index,
+            next_index: self.blocks.len() as u32,
         }
     }
 
@@ -189,7 +192,7 @@ impl StreamTranslator {
 
     fn kind_at(&self, index: Option<u32>) -> BlockKind {
         index
-            .and_then(|i| self.blocks.get(&i).copied())
+            .and_then(|i| self.blocks.get(i as usize).copied())
             .unwrap_or(BlockKind::Other)
     }
 
@@ -197,6 +200,10 @@ impl StreamTranslator {
         let Some(b) = &ev.content_block else {
             return;
         };
+        let i = ev.index.map_or(self.blocks.len(), |i| i as usize);
+        if i > self.blocks.len() + MAX_BLOCK_GAP {
+            return;
+        }
         let kind = match b.kind.as_ref() {
             "text" => BlockKind::Text,
             "thinking" => BlockKind::Thinking,
@@ -223,17 +230,18 @@ impl StreamTranslator {
                 out.push(StreamEvent::TextDelta(t.to_owned()));
             }
         }
-        let i = ev.index.unwrap_or(self.next_index);
-        self.next_index = self.next_index.max(i.saturating_add(1));
+        if self.blocks.len() <= i {
+            self.blocks.resize(i + 1, BlockKind::Other);
+        }
+        self.blocks[i] = kind;
         self.saw_json_tool |= kind == BlockKind::JsonTool;
-        self.blocks.insert(i, kind);
         let open = match kind {
             BlockKind::Text => BlockType::Text,
             BlockKind::Thinking => BlockType::Thinking,
             BlockKind::Tool(_) | BlockKind::JsonTool => BlockType::ToolUse,
             BlockKind::Other => BlockType::Other,
         };
-        self.open = Some((i, open));
+        self.open = Some((i as u32, open));
     }
 
     fn block_delta(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {

@@ -45,8 +45,6 @@ pub struct StreamEncoder {
     usage: Option<ir::Usage>,
     /// The open block and its index.
     open: Option<(BlockType, u32)>,
-    /// Grows saturating: a resumed stream starts from the upstream's own
-    /// block numbers, which may be as high as `u32::MAX`.
     next_index: u32,
     /// Block index of each IR tool-call index.
     tool_blocks: Vec<Option<u32>>,
@@ -230,7 +228,7 @@ impl StreamEncoder {
                 self.message_start(&mut out);
                 self.close(&mut out);
                 let block = self.next_index;
-                self.next_index = self.next_index.saturating_add(1);
+                self.next_index += 1;
                 self.open = Some((BlockType::ToolUse, block));
                 let slot = *index as usize;
                 if self.tool_blocks.len() <= slot {
@@ -335,7 +333,7 @@ impl StreamEncoder {
         }
         self.close(out);
         let index = self.next_index;
-        self.next_index = self.next_index.saturating_add(1);
+        self.next_index += 1;
         self.open = Some((kind, index));
         let content_block = match kind {
             BlockType::Thinking => StartBlock::Thinking {
