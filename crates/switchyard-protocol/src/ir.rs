@@ -236,7 +236,7 @@ pub struct Usage {
 
 impl Usage {
     pub fn total(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input_tokens.saturating_add(self.output_tokens)
     }
 }
 
@@ -380,6 +380,18 @@ impl ChatResponse {
 #[cfg(test)]
 mod answer_tests {
     use super::*;
+
+    /// Upstream counts near `u64::MAX` add up saturating (a debug build
+    /// panicked; a wrapped total would bill a huge answer as a tiny one).
+    #[test]
+    fn a_total_at_the_top_of_u64_saturates() {
+        let u = Usage {
+            input_tokens: u64::MAX,
+            output_tokens: 1,
+            ..Usage::default()
+        };
+        assert_eq!(u.total(), u64::MAX);
+    }
 
     #[test]
     fn an_answer_survives_its_own_stream() {

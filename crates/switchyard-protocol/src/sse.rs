@@ -46,9 +46,12 @@ impl SseEvent {
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: BytesMut,
-    /// Where the next unscanned line starts (so a big event arriving in small
-    /// pieces is not rescanned from the top each time).
+    /// Where the line being scanned starts (an empty line ends the event).
     line_start: usize,
+    /// How far the buffer was scanned without finding a line end: a long
+    /// line arriving in small pieces is scanned once, not once per piece
+    /// (a 1 MiB line read a byte at a time was 5·10^11 bytes of scanning).
+    scanned: usize,
 }
 
 /// Largest event we accept before declaring the stream broken (a stuck upstream
@@ -79,6 +82,7 @@ impl SseDecoder {
                 Some(end) => {
                     let raw = self.buf.split_to(end).freeze();
                     self.line_start = 0;
+                    self.scanned = 0;
                     if let Some(ev) = parse_event(raw) {
                         return Ok(Some(ev));
                     }
@@ -92,39 +96,46 @@ impl SseDecoder {
 
     /// At end of stream: an unterminated trailing event, if any bytes remain.
     pub fn finish(&mut self) -> Option<SseEvent> {
-        if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
-            self.buf.clear();
+        let raw = self.buf.split().freeze();
+        // Reset on every path: a decoder asked again after its end must
+        // not scan from offsets into bytes it no longer holds.
+        self.line_start = 0;
+        self.scanned = 0;
+        if raw.iter().all(|b| b.is_ascii_whitespace()) {
             return None;
         }
-        let raw = self.buf.split().freeze();
-        self.line_start = 0;
         parse_event(raw)
     }
 
-    /// Scan line by line from `line_start`; an empty line ends the event.
-    /// Returns the end offset (terminator included).
+    /// Scan line by line from where the last scan stopped; an empty line
+    /// ends the event. Returns the end offset (terminator included).
     fn find_event_end(&mut self) -> Option<usize> {
         let buf = &self.buf[..];
-        let mut start = self.line_start;
         loop {
-            let rel = memchr::memchr2(b'\n', b'\r', &buf[start..])?;
-            let eol = start + rel;
+            let Some(rel) = memchr::memchr2(b'\n', b'\r', &buf[self.scanned..]) else {
+                self.scanned = buf.len();
+                return None;
+            };
+            let eol = self.scanned + rel;
             let eol_len = if buf[eol] == b'\r' {
                 match buf.get(eol + 1) {
                     Some(b'\n') => 2,
                     Some(_) => 1,
                     // A CR at the very end: it may be half of a CRLF.
-                    None => return None,
+                    None => {
+                        self.scanned = eol;
+                        return None;
+                    }
                 }
             } else {
                 1
             };
             let next = eol + eol_len;
-            if eol == start {
+            if eol == self.line_start {
                 return Some(next);
             }
-            start = next;
-            self.line_start = start;
+            self.line_start = next;
+            self.scanned = next;
         }
     }
 }

@@ -45,6 +45,12 @@ enum BlockKind {
     Other,
 }
 
+/// How far past the blocks seen a block's index may reach (the gap filled
+/// with unknown blocks). Anthropic numbers blocks 0, 1, …; a start further
+/// out is dropped: the index is the upstream's number, and 4294967295 must
+/// not be a table of four billion blocks.
+const MAX_BLOCK_GAP: usize = 16;
+
 /// Turns one Anthropic stream into IR events. Feed every event with
 /// [`push`](Self::push) (or [`push_sse`](Self::push_sse)); `Finish` is emitted
 /// exactly once, as soon as `message_delta` carries a `stop_reason` (or at
@@ -53,8 +59,11 @@ enum BlockKind {
 pub struct StreamTranslator {
     json_tool: Option<String>,
     started: bool,
-    /// Per content-block index.
+    /// Per content-block index (blocks come numbered 0, 1, …; see
+    /// [`MAX_BLOCK_GAP`]).
     blocks: Vec<BlockKind>,
+    /// The JSON-mode tool's block was seen.
+    saw_json_tool: bool,
     /// The block started and not yet stopped.
     open: Option<(u32, BlockType)>,
     next_tool: u32,
@@ -191,6 +200,10 @@ impl StreamTranslator {
         let Some(b) = &ev.content_block else {
             return;
         };
+        let i = ev.index.map_or(self.blocks.len(), |i| i as usize);
+        if i > self.blocks.len() + MAX_BLOCK_GAP {
+            return;
+        }
         let kind = match b.kind.as_ref() {
             "text" => BlockKind::Text,
             "thinking" => BlockKind::Thinking,
@@ -217,11 +230,11 @@ impl StreamTranslator {
                 out.push(StreamEvent::TextDelta(t.to_owned()));
             }
         }
-        let i = ev.index.map_or(self.blocks.len(), |i| i as usize);
         if self.blocks.len() <= i {
             self.blocks.resize(i + 1, BlockKind::Other);
         }
         self.blocks[i] = kind;
+        self.saw_json_tool |= kind == BlockKind::JsonTool;
         let open = match kind {
             BlockKind::Text => BlockType::Text,
             BlockKind::Thinking => BlockType::Thinking,
@@ -278,7 +291,7 @@ impl StreamTranslator {
     fn message_delta(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {
         if let Some(raw) = ev.delta.as_ref().and_then(|d| d.stop_reason.as_deref()) {
             let mut reason = finish_from_wire(raw);
-            let only_json = self.next_tool == 0 && self.blocks.contains(&BlockKind::JsonTool);
+            let only_json = self.next_tool == 0 && self.saw_json_tool;
             if reason == FinishReason::ToolCalls && only_json {
                 reason = FinishReason::Stop;
             }

@@ -73,7 +73,12 @@ impl Usage {
         let read = self.cache_read_input_tokens.unwrap_or(0);
         let write = self.cache_creation_input_tokens.unwrap_or(0);
         ir::Usage {
-            input_tokens: self.input_tokens.unwrap_or(0) + read + write,
+            // Saturating: a wrapped sum would bill a huge input as a tiny one.
+            input_tokens: self
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(read)
+                .saturating_add(write),
             output_tokens: self.output_tokens.unwrap_or(0),
             cached_input_tokens: read,
             cache_write_tokens: write,

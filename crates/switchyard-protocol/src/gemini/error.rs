@@ -15,7 +15,7 @@ pub struct GeminiError {
     pub status: String,
     pub message: String,
     /// `details[RetryInfo].retryDelay` ("26s", "34.4s"), else a "Please retry
-    /// in 36.4s." hint in the message.
+    /// in 36.4s." hint in the message; at most [`MAX_RETRY_DELAY`].
     pub retry_delay: Option<Duration>,
     /// `details[ErrorInfo].reason`: `API_KEY_INVALID`, `SERVICE_DISABLED`, …
     pub reason: Option<String>,
@@ -50,6 +50,11 @@ struct Detail<'a> {
     reason: Option<Cow<'a, str>>,
 }
 
+/// The longest retry delay read from a body, as for a `Retry-After` header:
+/// the wait is the upstream's number, and `18446744073709551615s` added to
+/// the clock panics.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(3600);
+
 /// Parse an error body: `{"error": {...}}`, or the same wrapped in a
 /// one-element array (non-`alt=sse` streaming). `None` if it is not one.
 pub fn parse_error(body: &[u8]) -> Option<GeminiError> {
@@ -78,7 +83,8 @@ fn convert(e: Status) -> GeminiError {
     };
     let retry_delay = of_type("google.rpc.RetryInfo")
         .find_map(|d| d.retry_delay.as_deref().and_then(seconds))
-        .or_else(|| retry_hint(&message));
+        .or_else(|| retry_hint(&message))
+        .map(|d| d.min(MAX_RETRY_DELAY));
     let reason = of_type("google.rpc.ErrorInfo")
         .find_map(|d| d.reason.as_deref())
         .map(str::to_owned);

@@ -40,7 +40,7 @@ mod stream;
 mod wire;
 
 pub use encode::{encode_response, StreamEncoder};
-pub use error::{parse_error, GeminiError};
+pub use error::{parse_error, GeminiError, MAX_RETRY_DELAY};
 pub use request::{encode_request, ConvertError, Target, SKIP_SIGNATURE_VALIDATOR};
 pub use response::{decode_candidates, decode_response, finish_reason, DecodeError};
 pub use schema::sanitize_schema;

@@ -3,6 +3,8 @@
 //! name "…"` for any keyword it does not know, so this keeps an allow-list
 //! rather than dropping a deny-list.
 
+use std::cell::Cell;
+
 use serde_json::{Map, Value};
 
 /// Keywords Gemini's `Schema` accepts, copied through after their values are
@@ -26,11 +28,18 @@ const KEEP: &[&str] = &[
 /// How deep `$ref`s are followed before giving up (recursive schemas).
 const MAX_REF_DEPTH: usize = 8;
 
+/// Schema nodes written before `$ref`s stop being inlined. Each inlining
+/// copies a definition, so definitions that each refer to the next ten
+/// times grow tenfold per level: 10^8 nodes from a few hundred bytes of
+/// request, within [`MAX_REF_DEPTH`].
+const MAX_NODES: usize = 10_000;
+
 /// Sanitise a JSON Schema for Gemini. Returns `None` for an object schema
 /// without properties (Gemini wants `parameters` omitted then).
 ///
 /// - `$ref` into `$defs` / `definitions` is inlined (recursion is cut at depth
-///   8 with a bare `{"type": "object"}`);
+///   8, and inlining stops once the output has 10 000 nodes, with a bare
+///   `{"type": "object"}`);
 /// - `$schema`, `$id`, `additionalProperties`, `title`, `default`, `examples`,
 ///   `strict` and every other keyword Gemini lacks are dropped;
 /// - `const: x` → `enum: [x]`; enums must be strings, so a non-string enum is
@@ -46,7 +55,8 @@ pub fn sanitize_schema(schema: &Value) -> Option<Value> {
         .get("$defs")
         .or_else(|| schema.get("definitions"))
         .and_then(Value::as_object);
-    let out = Sanitizer { defs }.node(schema, 0);
+    let budget = Cell::new(MAX_NODES);
+    let out = Sanitizer { defs, budget }.node(schema, 0);
     let empty_object = out.get("type").and_then(Value::as_str) == Some("object")
         && out
             .get("properties")
@@ -58,17 +68,20 @@ pub fn sanitize_schema(schema: &Value) -> Option<Value> {
 
 struct Sanitizer<'a> {
     defs: Option<&'a Map<String, Value>>,
+    /// Nodes left to write before `$ref`s are cut (see [`MAX_NODES`]).
+    budget: Cell<usize>,
 }
 
 impl Sanitizer<'_> {
     fn node(&self, v: &Value, depth: usize) -> Value {
+        self.budget.set(self.budget.get().saturating_sub(1));
         let Some(obj) = v.as_object() else {
             // `true` / `{}`-like schemas: anything goes; Gemini has no such type.
             return Value::Object(Map::new());
         };
         if let Some(target) = obj.get("$ref").and_then(Value::as_str) {
             return match self.resolve(target) {
-                Some(def) if depth < MAX_REF_DEPTH => {
+                Some(def) if depth < MAX_REF_DEPTH && self.budget.get() > 0 => {
                     let mut out = self.node(def, depth + 1);
                     // Sibling keywords (a description next to $ref) win.
                     if let (Value::Object(o), Some(d)) = (&mut out, obj.get("description")) {

@@ -277,11 +277,25 @@ impl PartialCall {
     }
 }
 
-/// The value at a `$.a.b[0]` / `$['a']` path, created as needed.
+/// Most segments a `jsonPath` may have. The arguments are built as a
+/// `Value`, written and dropped recursively: a path 20 000 segments deep
+/// would overflow the stack (JSON parsers stop at 128 levels anyway).
+const MAX_PATH_DEPTH: usize = 64;
+
+/// How far past an array's end a path may reach, the gap filled with nulls:
+/// `$[4294967295]` must not allocate four billion of them.
+const MAX_ARRAY_GAP: usize = 16;
+
+/// The value at a `$.a.b[0]` / `$['a']` path, created as needed; `None`
+/// for a path that is not one, too deep, or past an array's end by more
+/// than [`MAX_ARRAY_GAP`].
 fn slot<'v>(root: &'v mut Value, path: &str) -> Option<&'v mut Value> {
     let mut rest = path.strip_prefix('$')?;
     let mut cur = root;
-    while !rest.is_empty() {
+    for _ in 0..=MAX_PATH_DEPTH {
+        if rest.is_empty() {
+            return Some(cur);
+        }
         if let Some(r) = rest.strip_prefix("['") {
             let end = r.find("']")?;
             cur = object_entry(cur, &r[..end]);
@@ -293,6 +307,9 @@ fn slot<'v>(root: &'v mut Value, path: &str) -> Option<&'v mut Value> {
                 *cur = Value::Array(Vec::new());
             }
             let arr = cur.as_array_mut()?;
+            if i > arr.len() + MAX_ARRAY_GAP {
+                return None;
+            }
             if arr.len() <= i {
                 arr.resize(i + 1, Value::Null);
             }
@@ -306,7 +323,7 @@ fn slot<'v>(root: &'v mut Value, path: &str) -> Option<&'v mut Value> {
             return None;
         }
     }
-    Some(cur)
+    None
 }
 
 fn object_entry<'v>(v: &'v mut Value, key: &str) -> &'v mut Value {

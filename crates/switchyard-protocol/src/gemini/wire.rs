@@ -264,8 +264,14 @@ impl UsageMetadata {
     /// + thoughts (Gemini's candidates count excludes thoughts).
     pub fn to_ir(self) -> ir::Usage {
         ir::Usage {
-            input_tokens: self.prompt_token_count + self.tool_use_prompt_token_count,
-            output_tokens: self.candidates_token_count + self.thoughts_token_count,
+            // Saturating: counts are the upstream's, and a wrapped sum
+            // would bill a huge answer as a tiny one.
+            input_tokens: self
+                .prompt_token_count
+                .saturating_add(self.tool_use_prompt_token_count),
+            output_tokens: self
+                .candidates_token_count
+                .saturating_add(self.thoughts_token_count),
             cached_input_tokens: self.cached_content_token_count,
             cache_write_tokens: 0,
             reasoning_tokens: self.thoughts_token_count,

@@ -2,6 +2,7 @@
 //! without re-encoding), IR → OpenAI encoding, and OpenAI chunks → IR events.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
@@ -492,12 +493,16 @@ pub fn encode_chunk(env: &ChunkEnvelope, ev: &StreamEvent) -> Vec<u8> {
 
 // === OpenAI chunks → IR ===
 
-/// Turns OpenAI chunks into IR events, remembering per-index tool-call ids so a
-/// Qwen-style `id: ""` on a later fragment never overwrites a known one.
+/// Turns OpenAI chunks into IR events, remembering which tool calls have
+/// started so a Qwen-style `id: ""` on a later fragment never starts one again.
 #[derive(Debug, Default)]
 pub struct StreamTranslator {
     started: bool,
-    tool_ids: Vec<Option<String>>,
+    /// Tool calls by the upstream's `index`: their IR index and whether
+    /// their start went out. IR indices count calls in order of arrival
+    /// (0, 1, …) whatever numbers the upstream sends, so an `index` of
+    /// 4294967295 is one more call, not a table that long.
+    calls: HashMap<u32, (u32, bool)>,
     pub finish: Option<FinishReason>,
     pub usage: Option<ir::Usage>,
 }
@@ -522,7 +527,7 @@ impl StreamTranslator {
                 // Some OpenAI-compatible servers (vLLM, Ollama) end a tool
                 // call with `stop`: a client must still hear it was a call.
                 let reason = match FinishReason::from_openai(f) {
-                    FinishReason::Stop if !self.tool_ids.is_empty() => FinishReason::ToolCalls,
+                    FinishReason::Stop if !self.calls.is_empty() => FinishReason::ToolCalls,
                     r => r,
                 };
                 self.finish = Some(reason);
@@ -554,27 +559,27 @@ impl StreamTranslator {
             }
         }
         for (pos, call) in d.tool_calls.iter().flatten().enumerate() {
-            let index = call.index.unwrap_or(pos as u32);
-            let slot = index as usize;
-            if self.tool_ids.len() <= slot {
-                self.tool_ids.resize(slot + 1, None);
-            }
+            let wire = call.index.unwrap_or(pos as u32);
+            let next = self.calls.len() as u32;
+            let (index, started) = self.calls.entry(wire).or_insert((next, false));
+            let index = *index;
             let fresh_id = call.id.as_deref().filter(|id| !id.is_empty());
-            let name = call
-                .function
-                .as_ref()
-                .and_then(|f| f.name.as_deref())
-                .filter(|n| !n.is_empty());
-            // A call starts with its id, or with its name when the server
-            // sends no ids (it gets one of its own).
-            if self.tool_ids[slot].is_none() && (fresh_id.is_some() || name.is_some()) {
-                let id = crate::ids::or_new(fresh_id, "call");
-                self.tool_ids[slot] = Some(id.clone());
-                out.push(StreamEvent::ToolCallStart {
-                    index,
-                    id,
-                    name: name.unwrap_or_default().to_owned(),
-                });
+            if !*started {
+                let name = call
+                    .function
+                    .as_ref()
+                    .and_then(|f| f.name.as_deref())
+                    .filter(|n| !n.is_empty());
+                // A call starts with its id, or with its name when the
+                // server sends no ids (it gets one of its own).
+                if fresh_id.is_some() || name.is_some() {
+                    *started = true;
+                    out.push(StreamEvent::ToolCallStart {
+                        index,
+                        id: crate::ids::or_new(fresh_id, "call"),
+                        name: name.unwrap_or_default().to_owned(),
+                    });
+                }
             }
             if let Some(args) = call.function.as_ref().and_then(|f| f.arguments.as_deref()) {
                 if !args.is_empty() {

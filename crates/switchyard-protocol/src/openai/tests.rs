@@ -418,3 +418,31 @@ fn usage_peek_agrees_with_serde_on_unusual_usage_objects() {
         assert_eq!(quick.unwrap(), full, "{usage}");
     }
 }
+
+/// An upstream's tool-call `index` of 4294967295 is one call, not a table
+/// of four billion ids (that was a 96 GiB allocation): IR indices count the
+/// calls in order, whatever numbers the upstream uses.
+#[test]
+fn tool_call_indices_are_counted_not_trusted() {
+    let sse = concat!(
+        r#"data: {"choices":[{"delta":{"tool_calls":[{"index":4294967295,"id":"a","function":{"name":"f","arguments":"{"}}]}}]}"#,
+        "\n\n",
+        r#"data: {"choices":[{"delta":{"tool_calls":[{"index":7,"id":"b","function":{"name":"g"}}]}}]}"#,
+        "\n\n",
+        r#"data: {"choices":[{"delta":{"tool_calls":[{"index":4294967295,"id":"","function":{"arguments":"}"}}]}}]}"#,
+        "\n\n",
+    );
+    let (events, _) = translate(sse);
+    let calls: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ir::StreamEvent::ToolCallStart { index, id, .. } => Some((*index, id.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [(0, "a"), (1, "b")]);
+    assert!(events.contains(&ir::StreamEvent::ToolCallDelta {
+        index: 0,
+        arguments: "}".into()
+    }));
+}

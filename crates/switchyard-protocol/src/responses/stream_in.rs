@@ -83,7 +83,7 @@ impl StreamTranslator {
 
     /// The sequence number the next event would carry.
     pub fn next_sequence(&self) -> u64 {
-        self.last_sequence.map_or(0, |n| n + 1)
+        self.last_sequence.map_or(0, |n| n.saturating_add(1))
     }
 
     pub fn usage(&self) -> Option<Usage> {

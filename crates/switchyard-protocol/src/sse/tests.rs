@@ -86,3 +86,37 @@ fn encoders() {
         b"event: ping\ndata: {}\n\n"
     );
 }
+
+/// Asked again after `finish`, the decoder has nothing more and does not
+/// scan from offsets into bytes it dropped (a whitespace tail with a line
+/// end in it left a stale offset, and the next call sliced past the end).
+#[test]
+fn a_decoder_asked_again_after_finish_is_empty() {
+    let mut d = SseDecoder::new();
+    d.push(b"data: a\n\n \n ");
+    assert!(d.next_event().unwrap().is_some());
+    assert_eq!(d.next_event(), Ok(None));
+    assert_eq!(d.finish(), None);
+    assert_eq!(d.next_event(), Ok(None));
+    d.push(b"data: b\n\n");
+    assert_eq!(d.next_event().unwrap().unwrap().data_str(), Some("b"));
+}
+
+/// One long line arriving a byte at a time is scanned once: each read used
+/// to rescan the line from its start (1 MiB was 5·10^11 bytes of work).
+#[test]
+fn a_long_line_dripped_byte_by_byte_is_scanned_once() {
+    let line = vec![b'x'; 128 * 1024];
+    let started = std::time::Instant::now();
+    let mut d = SseDecoder::new();
+    d.push(b"data: ");
+    for b in line.chunks(1) {
+        d.push(b);
+        assert_eq!(d.next_event(), Ok(None));
+    }
+    d.push(b"\n\n");
+    let ev = d.next_event().unwrap().unwrap();
+    assert_eq!(ev.data.unwrap().len(), line.len());
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}

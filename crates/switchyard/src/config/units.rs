@@ -51,7 +51,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         let Ok(n) = num.parse::<f64>() else {
             return bad(&format!("`{num}` is not a number"));
         };
-        nanos += (n * DURATION_UNITS[rank].1 as f64).round() as u128;
+        // Saturating: a 400-digit part is already u128::MAX (`as` saturates),
+        // and adding the next part must say "too large", not overflow.
+        nanos = nanos.saturating_add((n * DURATION_UNITS[rank].1 as f64).round() as u128);
         rest = after;
     }
     u64::try_from(nanos)
@@ -111,6 +113,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two parts past u128 nanoseconds: overflowed (a panic in a debug
+    /// build, a wrapped small duration in a release one).
+    #[test]
+    fn a_duration_past_every_bound_is_too_large() {
+        let huge = "9".repeat(400);
+        for text in [format!("{huge}d1h"), format!("{huge}m{huge}s")] {
+            let e = parse_duration(&text).unwrap_err();
+            assert!(e.contains("too large"), "{e}");
+        }
+    }
 
     #[test]
     fn durations() {

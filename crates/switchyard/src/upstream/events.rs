@@ -52,3 +52,191 @@ impl UpstreamEvents {
         }
     }
 }
+
+/// What [`UpstreamEvents`] does to a body, without a connection (issue 22):
+/// the HTTP/1.1 body decoder ([`super::h1::Framing`], as the reader drives
+/// it) and the SSE decoder on its output, fed the wire in arbitrary reads.
+/// A valid chunked stream gives the same events whatever the chunk sizes
+/// and the reads; a mangled or arbitrary wire gives an error or a body no
+/// longer than itself, in a bounded number of steps, and never a panic.
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use switchyard_protocol::sse::{SseDecoder, SseEvent};
+
+    use crate::upstream::h1::{Chunk, Framing, Step};
+
+    const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers/");
+    const STREAMS: [&str; 4] = [
+        "openai/stream_tool_call.sse",
+        "anthropic/stream_tool_use.sse",
+        "gemini/stream_function_call_partial_args.sse",
+        "openai-responses/stream_text.sse",
+    ];
+
+    fn stream(i: &Index) -> Vec<u8> {
+        let name = i.get(&STREAMS);
+        std::fs::read(format!("{ROOT}{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// The decoder over `wire` delivered in the pieces `cuts` makes: the
+    /// body, its events, and whether the framing said the body ended.
+    /// Each step takes bytes, or waits for a read, so the steps are bounded.
+    fn run(mut framing: Framing, wire: &[u8], cuts: &[Index]) -> (Vec<u8>, Vec<SseEvent>, bool) {
+        let mut at: Vec<usize> = cuts.iter().map(|i| i.index(wire.len() + 1)).collect();
+        at.push(wire.len());
+        at.sort_unstable();
+        let mut reads = at.into_iter();
+        let (mut fed, mut buf) = (0, BytesMut::new());
+        let (mut body, mut events, mut sse) = (Vec::new(), Vec::new(), SseDecoder::new());
+        // Ended by the framing, out of reads, or an error; never by the
+        // step bound.
+        let (mut ended, mut stopped) = (false, false);
+        for _ in 0..=4 * wire.len() + cuts.len() + 8 {
+            match framing.decode(&mut buf) {
+                Ok(Step::Data(d)) => {
+                    assert!(!d.is_empty(), "a step that takes nothing");
+                    body.extend_from_slice(&d);
+                    sse.push(&d);
+                    while let Some(ev) = sse.next_event().expect("small bodies") {
+                        events.push(ev);
+                    }
+                    continue;
+                }
+                Ok(Step::More) => {
+                    if let Some(to) = reads.next() {
+                        buf.extend_from_slice(&wire[fed..to]);
+                        fed = to;
+                        continue;
+                    }
+                }
+                Ok(Step::End) => ended = true,
+                Err(_) => {}
+            }
+            stopped = true;
+            break;
+        }
+        assert!(stopped, "no end after a step per byte");
+        assert!(
+            body.len() <= wire.len(),
+            "{} body bytes from {}",
+            body.len(),
+            wire.len()
+        );
+        events.extend(sse.finish());
+        (body, events, ended)
+    }
+
+    /// `body` in HTTP/1.1 chunks of the sizes `sizes` gives (cycled), with
+    /// a chunk extension now and then and a trailer.
+    fn chunked(body: &[u8], sizes: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        for (k, size) in sizes.iter().cycle().enumerate() {
+            if rest.is_empty() {
+                break;
+            }
+            let (piece, after) = rest.split_at((*size).clamp(1, rest.len()));
+            let ext = if k % 3 == 1 { ";ext=\"a b\"" } else { "" };
+            out.extend_from_slice(format!("{:X}{ext}\r\n", piece.len()).as_bytes());
+            out.extend_from_slice(piece);
+            out.extend_from_slice(b"\r\n");
+            rest = after;
+        }
+        out.extend_from_slice(b"0\r\nx-trailer: 1\r\n\r\n");
+        out
+    }
+
+    fn whole_events(body: &[u8]) -> Vec<SseEvent> {
+        let mut sse = SseDecoder::new();
+        sse.push(body);
+        let mut out = Vec::new();
+        while let Some(ev) = sse.next_event().unwrap() {
+            out.push(ev);
+        }
+        out.extend(sse.finish());
+        out
+    }
+
+    /// `PROPTEST_CASES` overrides, for a longer hunt; failures are not
+    /// written to files (a case found becomes a plain test).
+    fn config(cases: u32) -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(cases);
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    fn framings(len: u64) -> [Framing; 4] {
+        [
+            Framing::Chunked(Chunk::Size),
+            Framing::Length(len),
+            Framing::Length(len / 2 + 1),
+            Framing::ToClose,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config(128))]
+
+        /// A real stream, chunked any way and read in any pieces: the body
+        /// and the events are the stream's own.
+        #[test]
+        fn chunked_streams_decode_whatever_the_reads(
+            f in any::<Index>(),
+            sizes in prop::collection::vec(1..4096usize, 1..8),
+            cuts in prop::collection::vec(any::<Index>(), 0..16),
+        ) {
+            let body = stream(&f);
+            let wire = chunked(&body, &sizes);
+            let (got, events, ended) = run(Framing::Chunked(Chunk::Size), &wire, &cuts);
+            prop_assert!(ended);
+            prop_assert_eq!(&got, &body);
+            prop_assert_eq!(events, whole_events(&body));
+        }
+
+        /// The same wire cut, flipped and grown: an error or a shorter
+        /// body, every framing, no panic.
+        #[test]
+        fn mangled_wires_end(
+            f in any::<Index>(),
+            sizes in prop::collection::vec(1..512usize, 1..4),
+            edits in prop::collection::vec((any::<Index>(), any::<u8>(), 0..4u8), 1..6),
+            cuts in prop::collection::vec(any::<Index>(), 0..16),
+        ) {
+            let mut wire = chunked(&stream(&f), &sizes);
+            for (at, byte, how) in edits {
+                let p = at.index(wire.len() + 1);
+                match how {
+                    0 => wire.truncate(p),
+                    1 => wire.insert(p, byte),
+                    2 if p < wire.len() => wire[p] ^= byte | 1,
+                    _ => {
+                        let end = (p + usize::from(byte)).min(wire.len());
+                        wire.drain(p..end);
+                    }
+                }
+            }
+            for framing in framings(wire.len() as u64) {
+                run(framing, &wire, &cuts);
+            }
+        }
+
+        #[test]
+        fn arbitrary_wires_end(
+            wire in prop::collection::vec(any::<u8>(), 0..1024),
+            cuts in prop::collection::vec(any::<Index>(), 0..16),
+        ) {
+            for framing in framings(wire.len() as u64) {
+                run(framing, &wire, &cuts);
+            }
+        }
+    }
+}

@@ -523,3 +523,64 @@ fn the_translator_knows_which_block_is_open() {
     let tool = r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#;
     assert_eq!(push(&mut t, tool).open, Some((2, BlockType::ToolUse)));
 }
+
+/// A content block numbered 4294967295 is dropped, not a table of four
+/// billion blocks (that was a 32 GiB allocation); blocks numbered in
+/// reach go on as before.
+#[test]
+fn a_block_index_far_out_is_dropped() {
+    let sse = br#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":3}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":4294967295,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":4294967295,"delta":{"type":"input_json_delta","partial_json":"{}"}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t2","name":"g","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}
+
+"#;
+    let (events, error, t) = translate(sse, None);
+    assert!(error.is_none());
+    let calls: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. }
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            &StreamEvent::ToolCallStart {
+                index: 0,
+                id: "t2".into(),
+                name: "g".into()
+            },
+            &StreamEvent::ToolCallDelta {
+                index: 0,
+                arguments: r#"{"a":1}"#.into()
+            }
+        ]
+    );
+    assert_eq!(t.cursor().next_index, 3);
+}
+
+/// Counts add up saturating (a wrapped sum would bill a huge input as a
+/// tiny one; in a debug build it was a panic).
+#[test]
+fn usage_at_the_top_of_u64_saturates() {
+    let sse = br#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":18446744073709551615,"cache_read_input_tokens":1,"cache_creation_input_tokens":1}}}
+
+"#;
+    let (_, _, t) = translate(sse, None);
+    assert_eq!(t.usage().unwrap().input_tokens, u64::MAX);
+}

@@ -226,3 +226,36 @@ fn error_bodies_parse() {
     assert_eq!(parse_error(b"{\"candidates\": []}"), None);
     assert_eq!(parse_error(b"<html>"), None);
 }
+
+/// Token counts add up saturating: `u64::MAX` plus one is not one (a
+/// wrapped sum would bill a huge answer as a tiny one; in a debug build it
+/// was a panic).
+#[test]
+fn usage_at_the_top_of_u64_saturates() {
+    let body = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}],
+        "usageMetadata":{"promptTokenCount":18446744073709551615,"toolUsePromptTokenCount":1,
+        "candidatesTokenCount":18446744073709551615,"thoughtsTokenCount":2}}"#;
+    let u = decode_response(body).unwrap().usage;
+    assert_eq!((u.input_tokens, u.output_tokens), (u64::MAX, u64::MAX));
+    assert_eq!(u.total(), u64::MAX);
+}
+
+/// A retry delay of u64::MAX seconds is read as the longest one kept (an
+/// hour, as for a `Retry-After` header): the gateway adds it to the clock
+/// to cool a key down, and `Instant + 584 billion years` panics.
+#[test]
+fn a_retry_delay_past_any_clock_is_capped() {
+    for delay in ["18446744073709551615s", "18446744073709551615.999999999s"] {
+        let body = format!(
+            r#"{{"error": {{"code": 429, "message": "x", "details": [{{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "{delay}"}}]}}}}"#
+        );
+        let e = parse_error(body.as_bytes()).unwrap();
+        assert_eq!(e.retry_delay, Some(MAX_RETRY_DELAY));
+        assert!(std::time::Instant::now()
+            .checked_add(e.retry_delay.unwrap())
+            .is_some());
+    }
+    let e = parse_error(br#"{"error": {"code": 429, "message": "Please retry in 99999999999s."}}"#)
+        .unwrap();
+    assert_eq!(e.retry_delay, Some(MAX_RETRY_DELAY));
+}

@@ -353,3 +353,45 @@ fn blocked_and_broken_streams() {
     assert!(matches!(t.push(err, &mut out), Err(StreamProblem::StreamError(e)) if e.code == 500));
     assert!(out.is_empty());
 }
+
+/// A Vertex `partialArgs` path far past an array's end is dropped, not a
+/// table of four billion nulls; one 30 000 segments deep is dropped, not a
+/// value whose drop overflows the stack.
+#[test]
+fn partial_arg_paths_cannot_grow_without_bound() {
+    let call = |path: &str| {
+        format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"functionCall\":{{\"name\":\"f\",\
+             \"partialArgs\":[{{\"jsonPath\":\"{path}\",\"stringValue\":\"x\"}},\
+             {{\"jsonPath\":\"$.ok\",\"stringValue\":\"y\"}}]}}}}]}},\"finishReason\":\"STOP\"}}]}}\r\n\r\n"
+        )
+    };
+    for path in [
+        "$[4294967295]".to_owned(),
+        "$.a[99999999]".to_owned(),
+        format!("${}", ".a".repeat(30_000)),
+        format!("${}", "[0]".repeat(30_000)),
+    ] {
+        let body = call(&path);
+        let r = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || run(body.as_bytes(), body.len()))
+            .unwrap()
+            .join()
+            .unwrap();
+        // What the bad path left on its way (at most 64 levels) stays
+        // small; the good fragment lands.
+        let args = &r.calls()[0].arguments;
+        assert!(
+            args.len() < 1024,
+            "{} bytes for {}",
+            args.len(),
+            &path[..20]
+        );
+        let v: Value = serde_json::from_str(args).unwrap();
+        assert_eq!(v["ok"], "y");
+    }
+    // In reach: a short gap is filled, as before.
+    let r = run(call("$.a[2]").as_bytes(), 64);
+    assert_eq!(r.calls()[0].arguments, r#"{"a":[null,null,"x"],"ok":"y"}"#);
+}

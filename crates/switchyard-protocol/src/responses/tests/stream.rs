@@ -625,3 +625,13 @@ fn a_continued_stream_goes_on_in_the_open_message() {
     assert_eq!(r["created_at"], 5);
     assert_eq!(r["output"][0]["content"][0]["text"], "Hello, world");
 }
+
+/// The sequence number after `u64::MAX` stays `u64::MAX` (in a debug build
+/// it was a panic; a wrapped 0 would restart the client's sequence).
+#[test]
+fn a_sequence_number_at_the_top_of_u64_saturates() {
+    let mut t = StreamTranslator::new();
+    let data = br#"{"type":"response.in_progress","sequence_number":18446744073709551615}"#;
+    t.push_data(None, data, &mut Vec::new()).unwrap();
+    assert_eq!(t.next_sequence(), u64::MAX);
+}

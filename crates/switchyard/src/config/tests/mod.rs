@@ -1,5 +1,6 @@
 //! Loader tests: whole configs through `load_str` with a fake environment.
 
+mod adversarial;
 mod checks;
 mod references;
 mod sections;
