@@ -307,9 +307,6 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for ClientSer
     type Future = Reply;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Reply {
-        if let Some(refused) = smuggling(&req) {
-            return Box::pin(std::future::ready(Ok(refused)));
-        }
         if req.method() == http::Method::POST && req.uri().path() == "/v1/chat/completions" {
             let app = self.app.clone();
             let (parts, body) = req.into_parts();
@@ -404,32 +401,6 @@ async fn refuse(mut tcp: tokio::net::TcpStream) {
         Ok::<(), std::io::Error>(())
     };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), answer).await;
-}
-
-/// A request framed two ways at once (`Content-Length` beside
-/// `Transfer-Encoding`) is how requests are smuggled past a proxy in front
-/// that reads the other length: refused, and the connection closed
-/// (RFC 9112 §6.1).
-fn smuggling(
-    req: &http::Request<hyper::body::Incoming>,
-) -> Option<http::Response<axum::body::Body>> {
-    let h = req.headers();
-    if !(h.contains_key(http::header::TRANSFER_ENCODING)
-        && h.contains_key(http::header::CONTENT_LENGTH))
-    {
-        return None;
-    }
-    let e = crate::error::GatewayError::invalid(
-        None,
-        "a request may not carry both Content-Length and Transfer-Encoding",
-    );
-    let rid = crate::ingress::request_id(h);
-    let mut resp = crate::ingress::respond::error(crate::doors::Door::OpenAiChat, &e, &rid);
-    resp.headers_mut().insert(
-        http::header::CONNECTION,
-        http::HeaderValue::from_static("close"),
-    );
-    Some(resp)
 }
 
 async fn serve_http1(

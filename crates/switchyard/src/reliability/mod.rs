@@ -342,6 +342,7 @@ async fn on_deployment(
         // requests wait for it or go elsewhere instead of meeting the same 429.
         if e.code == ErrorCode::RateLimited {
             if let (Some(k), Some(wait)) = (key, e.retry_after) {
+                let wait = wait.min(retry::MAX_COOLDOWN);
                 st.keys.cool_down(k, Instant::now() + wait);
             }
         }

@@ -15,6 +15,9 @@ use crate::state::store::StateStore;
 /// The longest Retry-After honoured; past it the caller falls back.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// The longest a key cools down for one 429, whatever the upstream says.
+pub const MAX_COOLDOWN: Duration = Duration::from_secs(3600);
+
 /// Full jitter: uniform in [0, min(max, base·2^attempt)].
 pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
     let ceiling = base

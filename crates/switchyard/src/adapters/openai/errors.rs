@@ -51,7 +51,10 @@ fn try_again_in(message: &str) -> Option<std::time::Duration> {
     } else {
         n
     };
-    std::time::Duration::try_from_secs_f64(secs).ok()
+    // An hour at most, as a Retry-After header is read: a wait past any
+    // clock ("try again in 18446744073709551615s") must not reach
+    // `Instant::now() + wait`, which panics.
+    std::time::Duration::try_from_secs_f64(secs.min(3600.0)).ok()
 }
 
 fn read(body: &[u8]) -> Reading {
@@ -96,6 +99,16 @@ mod tests {
     fn fixture(name: &str) -> GatewayError {
         let (status, headers, body) = errors::fixture(name);
         classify(status, &headers, &body, &[])
+    }
+
+    #[test]
+    fn a_wait_past_any_clock_is_an_hour() {
+        let d = try_again_in("Rate limit reached. Please try again in 18446744073709551615s.");
+        assert_eq!(d, Some(std::time::Duration::from_secs(3600)));
+        assert_eq!(
+            try_again_in("Please try again in 250ms."),
+            Some(std::time::Duration::from_millis(250))
+        );
     }
 
     #[test]
