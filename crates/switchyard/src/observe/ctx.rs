@@ -50,7 +50,11 @@ pub struct AttemptSpan {
     pub operation: &'static str,
     /// GenAI `gen_ai.provider.name` of the wire protocol (`openai`, …).
     pub provider: &'static str,
-    /// The upstream model of a call that answered.
+    /// GenAI `gen_ai.request.model`: the upstream model asked for (the
+    /// deployment's `model`).
+    pub request_model: Option<Arc<str>>,
+    /// GenAI `gen_ai.response.model`: the model the upstream reported in
+    /// its answer (a stream's first event).
     pub model: Option<Arc<str>>,
 }
 
@@ -63,6 +67,7 @@ impl AttemptSpan {
             span_id: 0,
             operation: "chat",
             provider: "",
+            request_model: None,
             model: None,
         }
     }

@@ -172,6 +172,7 @@ pub async fn execute_op(
             let mut log = AttemptLog::ok(&dep.name, &dep.provider.name, took, took);
             log.span.operation = op.name();
             log.span.provider = dep.provider.adapter.gen_ai_name();
+            log.span.request_model = Some(dep.model.clone());
             ctx.attempts.push(log);
             return Ok(Served {
                 answer,
@@ -602,9 +603,20 @@ pub(crate) async fn attempt(
     log.span.span_id = span_id.unwrap_or(0);
     log.span.operation = op.name();
     log.span.provider = dep.provider.adapter.gen_ai_name();
-    log.span.model = result.is_ok().then(|| dep.model.clone());
+    log.span.request_model = Some(dep.model.clone());
+    log.span.model = result.as_ref().ok().and_then(reported_model);
     ctx.attempts.push(log);
     result
+}
+
+/// The model the upstream named in its answer (a stream's, in its first
+/// event, which `open` has read).
+fn reported_model(answer: &Answer) -> Option<Arc<str>> {
+    let m = match answer {
+        Answer::Json(j) => Some(j.model.as_str()),
+        Answer::Stream(s) => s.seen.at.model.as_deref(),
+    };
+    m.filter(|m| !m.is_empty()).map(Arc::from)
 }
 
 /// The call with a `traceparent` naming attempt span `span_id`, when the
