@@ -69,7 +69,9 @@ pub(crate) fn provider_options(
     {
         return Err(err(
             format!("provider_options.{key}"),
-            format!("`{key}` is set by the gateway: provider_options may add fields, not replace this one"),
+            format!(
+                "provider_options.{key}: `{key}` is set by the gateway; provider_options may add fields, not replace one"
+            ),
         ));
     }
     Ok(options)
