@@ -202,9 +202,18 @@ pub struct RequestCtx {
     /// billed for its input).
     #[serde(skip)]
     pub prompt_estimate: u64,
-    /// The output cap the request asked for (`max_tokens`), if any.
+    /// What an upstream that renders tool definitions its own way adds to
+    /// `prompt_estimate` (`doors::facts::Input::extra`).
+    #[serde(skip)]
+    pub input: crate::doors::facts::Input,
+    /// The output cap the request asked for (`max_tokens`), if any: per
+    /// choice.
     #[serde(skip)]
     pub output_cap: Option<u32>,
+    /// Choices the request asked for (`n`; at least 1): a budget
+    /// reservation covers the output cap for each.
+    #[serde(skip)]
+    pub output_choices: u32,
     /// The client's budget hold, settled to the real cost when the request
     /// ends (`governance::budget`).
     #[serde(skip)]
@@ -287,7 +296,9 @@ impl RequestCtx {
             client: None,
             key_id: None,
             prompt_estimate: 0,
+            input: Default::default(),
             output_cap: None,
+            output_choices: 1,
             budget: None,
             shared: Default::default(),
             budget_remaining: None,

@@ -232,12 +232,13 @@ fn hold_budget(
     op: Op<'_, '_>,
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
+    let input = input_on(dep, ctx);
     let Some(hold) = ctx.budget.as_mut() else {
         return Ok(());
     };
     let worst = match op {
-        Op::Chat(_) => worst_case(&dep.cfg, ctx.prompt_estimate, ctx.output_cap, true),
-        Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, false),
+        Op::Chat(_) => worst_case(&dep.cfg, input, ctx.output_cap, ctx.output_choices),
+        Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, 0),
         // Counting tokens costs nothing: a spent budget does not refuse it.
         Op::CountTokens(_) => return Ok(()),
     };
@@ -265,6 +266,13 @@ fn hold_budget(
             dep.name
         ),
     ))
+}
+
+/// The request's input estimate as `dep`'s upstream bills it (tool
+/// definitions rendered its way).
+fn input_on(dep: &DeploymentRt, ctx: &RequestCtx) -> u64 {
+    let extra = ctx.input.extra(crate::route::renders(dep));
+    ctx.prompt_estimate.saturating_add_signed(extra)
 }
 
 /// Why the candidate before the one that served did not: its error's code,
@@ -385,6 +393,8 @@ pub(crate) async fn admit_attempt(
     ctx: &mut RequestCtx,
 ) -> Result<Slot, GatewayError> {
     let st = &dep.state;
+    // The tokens as this upstream bills them (its way of rendering tools).
+    let estimate = estimate.saturating_add_signed(ctx.input.extra(crate::route::renders(dep)));
     let admitted = match st.fleet() {
         Some(f) => admit_shared(f, dep, estimate, ctx).await,
         None => st.limits.admit(estimate).await.map_err(Refusal::Limit),

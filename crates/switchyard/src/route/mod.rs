@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::adapters::Adapter;
 use crate::config::{Capabilities, ContextOverflow, Retry, Strategy};
+use crate::doors::facts::Renders;
 pub use crate::doors::Facts;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::{DeploymentRt, Live, Target};
@@ -43,6 +45,27 @@ pub struct Plan {
     pub reason: &'static str,
     pub retry: Retry,
     pub overflow: ContextOverflow,
+}
+
+/// How `dep`'s upstream renders tool definitions into what it bills (for
+/// the input estimate, `Facts::prompt_on`): OpenAI's own API (and Azure)
+/// and Gemini compactly, Anthropic as JSON in a hidden system prompt, and
+/// any other OpenAI-compatible server (DeepSeek, Qwen, vLLM, …) as JSON in
+/// its chat template.
+pub fn renders(dep: &DeploymentRt) -> Renders {
+    match dep.provider.adapter {
+        Adapter::Anthropic => Renders::Anthropic,
+        Adapter::Azure | Adapter::Gemini => Renders::Compact,
+        Adapter::OpenAi => {
+            let host = dep.endpoint.url.host().unwrap_or_default();
+            if host == "openai.com" || host.ends_with(".openai.com") || host.ends_with(".azure.com")
+            {
+                Renders::Compact
+            } else {
+                Renders::Template
+            }
+        }
+    }
 }
 
 pub fn plan(
@@ -156,7 +179,7 @@ fn consider(
     {
         Some("over_max_cost_per_mtok")
     } else if d.cfg.context_window.is_some_and(|w| {
-        facts.prompt_tokens + u64::from(facts.max_tokens.unwrap_or(0)) > u64::from(w)
+        facts.prompt_on(renders(d)) + u64::from(facts.max_tokens.unwrap_or(0)) > u64::from(w)
     }) {
         Some("context_window_too_small")
     } else if !d.state.circuit.is_admissible(Instant::now()) {
