@@ -51,6 +51,8 @@ pub struct Conv {
     pub prefill: Option<String>,
     /// Responses API: the request parameters a response echoes (see [`responses`]).
     pub echo: Option<Box<Value>>,
+    /// OpenAI `n`: choices in a whole (non-streamed) answer, each billed.
+    pub n: u64,
 }
 
 impl Conv {
@@ -66,6 +68,7 @@ impl Conv {
             tool_results: None,
             prefill: None,
             echo: None,
+            n: 1,
         }
     }
 
@@ -105,6 +108,11 @@ pub fn openai(body: &Value, model_override: Option<&str>) -> Conv {
         .unwrap_or_default();
     let mut c = Conv::new(model);
     c.stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    c.n = body
+        .get("n")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .clamp(1, 128);
     c.include_usage = body
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)

@@ -18,7 +18,7 @@
 //!
 //! | | |
 //! |---|---|
-//! | `POST /v1/chat/completions`, `POST /chat/completions` | OpenAI (stream with `"stream": true`; `stream_options.include_usage` adds the `choices: []` usage chunk) |
+//! | `POST /v1/chat/completions`, `POST /chat/completions` | OpenAI (stream with `"stream": true`; `stream_options.include_usage` adds the `choices: []` usage chunk; a whole answer has `n` choices, each billed — a stream has one) |
 //! | `POST /openai/deployments/{deployment}/chat/completions?api-version=…` | Azure OpenAI: OpenAI format, `model` = deployment |
 //! | `POST /v1/messages` | Anthropic (stream with `"stream": true`) |
 //! | `POST /v1beta/models/{model}:generateContent` | Gemini (`/v1/models/…` accepted too) |

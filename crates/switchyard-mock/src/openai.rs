@@ -18,11 +18,13 @@ pub fn midstream_error() -> Bytes {
     Bytes::from_static(&MIDSTREAM_SSE.as_bytes()[start..])
 }
 
-fn usage(ans: &Answer) -> Value {
+/// `choices`: every choice is billed its own completion tokens.
+fn usage(ans: &Answer, choices: u64) -> Value {
+    let completion = ans.completion_tokens * choices;
     json!({
         "prompt_tokens": ans.prompt_tokens,
-        "completion_tokens": ans.completion_tokens,
-        "total_tokens": ans.prompt_tokens + ans.completion_tokens,
+        "completion_tokens": completion,
+        "total_tokens": ans.prompt_tokens + completion,
         "prompt_tokens_details": {"cached_tokens": ans.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": ans.reasoning_tokens,
@@ -93,13 +95,14 @@ fn non_stream(conv: &Conv, ans: &Answer, ctx: Ctx) -> Value {
         "object": "chat.completion",
         "created": ctx.created,
         "model": conv.model,
-        "choices": [{
-            "index": 0,
+        // `n` choices, the same answer each time.
+        "choices": (0..conv.n).map(|i| json!({
+            "index": i,
             "message": message,
             "logprobs": null,
             "finish_reason": finish_reason(ans)
-        }],
-        "usage": usage(ans),
+        })).collect::<Vec<_>>(),
+        "usage": usage(ans, conv.n),
         "service_tier": "default",
         "system_fingerprint": "fp_mock"
     })
@@ -184,7 +187,7 @@ fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
             None,
         ));
         if conv.include_usage {
-            events.push(chunk(json!([]), Some(usage(ans))));
+            events.push(chunk(json!([]), Some(usage(ans, 1))));
         }
     }
     if opts.terminator {

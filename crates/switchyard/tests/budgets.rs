@@ -111,6 +111,85 @@ async fn parallel_requests_never_spend_past_the_budget() {
     );
 }
 
+/// Sends `body` as the budgeted client, `n` times at once; the statuses.
+async fn burst(h: &common::Harness, body: Value, n: usize) -> Vec<(u16, String)> {
+    let http = reqwest::Client::new();
+    let calls = (0..n).map(|_| {
+        let req = http
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth("client-secret")
+            .json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    });
+    futures_util::future::join_all(calls).await
+}
+
+/// CONTRACT §8: the output reservation is the cap × `n`. Each answer here
+/// bills 50 choices × 100 tokens (~$5 of a $5.50 budget): one fits; a
+/// reservation for a single choice would let all twenty through and spend
+/// ~18× the budget.
+#[tokio::test]
+async fn a_burst_of_many_choice_requests_never_spends_past_the_budget() {
+    let h = common::start(BUDGETED).await;
+    h.mock
+        .set_default(Behavior::default().chunks(100).latency(600));
+    let body = json!({"model": "chat", "n": 50, "max_tokens": 100,
+                      "messages": common::user("Name a colour.")});
+    let results = burst(&h, body, 20).await;
+    let ok = results.iter().filter(|r| r.0 == 200).count();
+    assert_eq!(ok, 1, "{results:#?}");
+    for (status, body) in results.iter().filter(|r| r.0 != 200) {
+        assert_eq!(*status, 429, "{body}");
+        assert!(body.contains("budget_exceeded"), "{body}");
+    }
+    assert_eq!(
+        h.mock.requests().len(),
+        1,
+        "refusals never reach the upstream"
+    );
+    h.flush_usage().await;
+    let b = budget_of(&h).await;
+    let spent = b["spent_usd"].as_f64().unwrap();
+    assert!(spent > 5.0, "the answer billed its 50 choices: {b}");
+    assert!(spent <= 5.5, "never past the budget: {b}");
+}
+
+/// A request's tool definitions are input it is billed for: ~400 KB of them
+/// (~100k tokens, $10 here) are refused up front by a $5.50 budget, where
+/// an estimate without them let such a request spend 100× what it reserved.
+#[tokio::test]
+async fn tool_definitions_are_reserved_and_refused_when_the_budget_cannot_cover_them() {
+    let h = common::start(&BUDGETED.replace("[streaming]", "[streaming, tools]")).await;
+    let body = json!({"model": "chat", "max_tokens": 10, "messages": common::user("hi"),
+                      "tools": big_tools()});
+    let results = burst(&h, body, 1).await;
+    assert_eq!(results[0].0, 429, "{results:?}");
+    assert!(results[0].1.contains("budget_exceeded"), "{results:?}");
+    assert_eq!(h.mock.requests().len(), 0, "nothing was sent");
+    let b = budget_of(&h).await;
+    assert_eq!(
+        (b["spent_usd"].as_f64(), b["reserved_usd"].as_f64()),
+        (Some(0.0), Some(0.0)),
+        "{b}"
+    );
+    // The same request without its tools fits.
+    let body = json!({"model": "chat", "max_tokens": 10, "messages": common::user("hi")});
+    assert_eq!(burst(&h, body, 1).await[0].0, 200);
+}
+
+/// ~400 KB of function definitions, each with long descriptions.
+pub fn big_tools() -> Value {
+    let description = "Reads a file from the workspace and returns its lines. ".repeat(20);
+    let tool = json!({"type": "function", "function": {"name": "read_file", "description": description,
+        "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": description}}}}});
+    let tools = Value::Array(vec![tool; 180]);
+    assert!(tools.to_string().len() > 400_000);
+    tools
+}
+
 #[tokio::test]
 async fn a_failed_attempt_releases_its_reservation() {
     let h = common::start(BUDGETED).await;

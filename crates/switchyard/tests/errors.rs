@@ -556,3 +556,192 @@ async fn a_provider_key_echoed_by_the_upstream_reaches_no_client_log_or_trace() 
     assert!(!gw.stdout().contains("plain-secret"), "{}", gw.stdout());
     assert!(!gw.stderr().contains("plain-secret"), "{}", gw.stderr());
 }
+
+async fn post_to(
+    h: &common::Harness,
+    path: &str,
+    key: Option<&str>,
+    body: Value,
+) -> reqwest::Response {
+    let mut req = reqwest::Client::new().post(h.url(path)).json(&body);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    req.send().await.unwrap()
+}
+
+/// CONTRACT §8: `provider_options` adds fields; a key the gateway sets or
+/// meters is refused on every door before anything is sent or reserved —
+/// a client allowed only `chat` cannot reach `gpt-secret` through it, nor
+/// lift its output cap. The operator's `options` may set anything.
+#[tokio::test]
+async fn provider_options_add_fields_and_never_override_the_gateway() {
+    let yaml = r#"
+providers:
+  oa: { protocol: openai, base_url: "{mock}/v1", options: { max_tokens: 7 } }
+models:
+  - { id: oa/cheap, provider: oa, model: cheap }
+  - { id: oa/secret, provider: oa, model: gpt-secret }
+routes:
+  chat: { targets: [oa/cheap] }
+  secret: { targets: [oa/secret] }
+clients:
+  - { id: team, key_env: CLIENT_KEY, routes: [chat], budget: { usd: 10, per: day } }
+"#;
+    let h = common::start(yaml).await;
+    let options = json!({"model": "gpt-secret", "max_tokens": 3000});
+    let doors = [
+        (
+            "/v1/chat/completions",
+            json!({"model": "chat", "messages": common::user("hi"), "provider_options": options}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "chat", "max_tokens": 5, "messages": common::user("hi"), "provider_options": options}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "chat", "input": "hi", "provider_options": options}),
+        ),
+    ];
+    for (path, body) in doors {
+        let resp = post_to(&h, path, Some("client-secret"), body).await;
+        let (status, _, e) = error_of(resp).await;
+        assert_eq!(status, 400, "{path}: {e}");
+        assert!(e.to_string().contains("invalid_request"), "{path}: {e}");
+        assert!(
+            e.to_string().contains("provider_options.model"),
+            "{path}: {e}"
+        );
+    }
+    assert_eq!(h.mock.request_count(), 0, "nothing was sent");
+    for key in [
+        "max_tokens",
+        "n",
+        "stream",
+        "tools",
+        "messages",
+        "generationConfig",
+    ] {
+        let body = chat(json!({"provider_options": {key: 1}}));
+        let (status, _, e) =
+            error_of(post_to(&h, "/v1/chat/completions", Some("client-secret"), body).await).await;
+        assert_eq!(
+            (status, e["error"]["param"].as_str()),
+            (400, Some(format!("provider_options.{key}").as_str())),
+            "{e}"
+        );
+    }
+    // Other fields are added; the operator's options win over the client's body.
+    let body = chat(json!({"max_tokens": 50, "provider_options": {"top_k": 5}}));
+    let resp = post_to(&h, "/v1/chat/completions", Some("client-secret"), body).await;
+    assert_eq!(resp.status(), 200);
+    let sent = h.mock.requests()[0].json.clone().unwrap();
+    assert_eq!(
+        (
+            sent["model"].clone(),
+            sent["top_k"].clone(),
+            sent["max_tokens"].clone()
+        ),
+        (json!("cheap"), json!(5), json!(7)),
+        "{sent}"
+    );
+}
+
+/// CONTRACT §8: a request no deployment could ever serve (every candidate
+/// lacks a capability it needs) is the client's 400 `invalid_request`,
+/// naming what is missing, in the door's envelope — never a 503 that SDKs
+/// retry, nor a degraded answer; 503 is for a capable candidate that is
+/// unhealthy. An Anthropic request to an Anthropic deployment passes as it
+/// came: it is never ruled out for what that protocol carries.
+#[tokio::test]
+async fn a_request_no_deployment_can_serve_is_the_clients_error() {
+    let yaml = r#"
+degraded: { enabled: true, message: "We are busy, back soon." }
+providers:
+  oa: { protocol: openai, base_url: "{mock}/v1" }
+  an: { protocol: anthropic, base_url: "{mock}" }
+models:
+  - { id: oa/plain, provider: oa, model: plain, capabilities: [streaming] }
+  - { id: oa/schema, provider: oa, model: schema, capabilities: [streaming, json_schema] }
+  - { id: an/claude, provider: an, model: claude-x, capabilities: [streaming] }
+routes:
+  chat: { targets: [oa/plain] }
+  claude: { targets: [an/claude] }
+  either: { targets: [oa/plain, oa/schema] }
+"#;
+    let h = common::start(yaml).await;
+    let schema = json!({"type": "json_schema", "json_schema": {"name": "city", "schema": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+    // The chat door: 400 naming the capability (degraded answers are for outages).
+    let body =
+        json!({"model": "chat", "messages": common::user("City?"), "response_format": schema});
+    let (status, _, e) = error_of(h.post(body).await).await;
+    assert_eq!(status, 400, "{e}");
+    assert_eq!(e["error"]["code"], "invalid_request");
+    assert_eq!(
+        e["error"]["message"],
+        "no deployment of route `chat` supports json_schema"
+    );
+    // The Messages door, in its own envelope (tools through an OpenAI deployment).
+    let tools = json!([{"name": "f", "input_schema": {"type": "object", "properties": {}}}]);
+    let body =
+        json!({"model": "chat", "max_tokens": 5, "messages": common::user("hi"), "tools": tools});
+    let (status, _, e) = error_of(post_to(&h, "/v1/messages", None, body).await).await;
+    assert_eq!(status, 400, "{e}");
+    assert_eq!(e["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        e["error"]["message"],
+        "no deployment of route `chat` supports tools"
+    );
+    assert_eq!(h.mock.request_count(), 0);
+    // The Anthropic passthrough: output_config.format goes as it came.
+    let body = json!({"model": "claude", "max_tokens": 5, "messages": common::user("City?"),
+                      "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}});
+    let resp = post_to(&h, "/v1/messages", None, body).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        h.mock.requests()[0].json.clone().unwrap()["output_config"]["format"]["type"],
+        "json_schema"
+    );
+    // … but the same need in another dialect is translated: ruled out there.
+    let body =
+        json!({"model": "claude", "messages": common::user("City?"), "response_format": schema});
+    assert_eq!(h.post(body).await.status(), 400);
+    // A capable candidate that is open-circuited makes it an outage again.
+    let open = reqwest::Client::new()
+        .post(format!(
+            "{}/admin/deployments/oa%2Fschema/open",
+            h.gw.admin_url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open.status(), 200);
+    let body =
+        json!({"model": "either", "messages": common::user("City?"), "response_format": schema});
+    let resp = h.post(body.clone()).await;
+    assert_eq!(resp.status(), 200, "degraded: an outage");
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "degraded");
+    assert_eq!(
+        resp.headers()["x-switchyard-fallback-reason"],
+        "no_healthy_deployment"
+    );
+    let close = reqwest::Client::new()
+        .post(format!(
+            "{}/admin/deployments/oa%2Fschema/close",
+            h.gw.admin_url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(close.status(), 200);
+    // Closed again: the capable one serves, and the plan says why the first was passed over.
+    let before = h.mock.request_count();
+    let resp = h.post(body).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "oa/schema");
+    assert_eq!(
+        h.mock.requests()[before].json.clone().unwrap()["model"],
+        "schema"
+    );
+}

@@ -711,6 +711,52 @@ async fn an_open_stream_holds_its_concurrency_slot_until_it_ends() {
     assert_eq!(h.post(chat()).await.status(), 200);
 }
 
+/// ~400 KB of function definitions (~100k tokens).
+fn big_tools() -> Value {
+    let description = "Reads a file from the workspace and returns its lines. ".repeat(20);
+    let tool = json!({"type": "function", "function": {"name": "read_file", "description": description,
+        "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": description}}}}});
+    Value::Array(vec![tool; 180])
+}
+
+/// CONTRACT §8: a tpm reservation covers tool definitions. Requests that
+/// carry ~100k tokens of them take turns under a 150k tpm — the client's
+/// own or the deployment's — where an estimate without them let every one
+/// through at once.
+#[tokio::test]
+async fn tool_definitions_count_against_tpm() {
+    for limits in [
+        "clients: [{ id: app, key_env: CLIENT_KEY, tpm: 150000 }]\nproviders:\n  mock: { protocol: openai, base_url: \"{mock}/v1\" }",
+        "clients: [{ id: app, key_env: CLIENT_KEY }]\nproviders:\n  mock: { protocol: openai, base_url: \"{mock}/v1\", limits: { tpm: 150000 } }",
+    ] {
+        let yaml = format!(
+            "{limits}\nmodels:\n  - {{ id: mock/a, provider: mock, model: a }}\nroutes:\n  chat: {{ targets: [mock/a] }}\n"
+        );
+        let h = common::start(&yaml).await;
+        h.mock.set_default(Behavior::default().latency(600));
+        let body = json!({"model": "chat", "max_tokens": 10, "messages": common::user("hi"), "tools": big_tools()});
+        let http = reqwest::Client::new();
+        let calls = (0..4).map(|_| {
+            let req = http
+                .post(h.url("/v1/chat/completions"))
+                .bearer_auth("client-secret")
+                .json(&body);
+            async move {
+                let r = req.send().await.unwrap();
+                (r.status().as_u16(), r.text().await.unwrap())
+            }
+        });
+        let results = futures_util::future::join_all(calls).await;
+        let ok = results.iter().filter(|r| r.0 == 200).count();
+        assert_eq!(ok, 1, "{limits}: {results:#?}");
+        for (status, body) in results.iter().filter(|r| r.0 != 200) {
+            assert_eq!(*status, 429, "{body}");
+            assert!(body.contains("gateway_rate_limited"), "{body}");
+        }
+        assert_eq!(h.mock.request_count(), 1, "{limits}");
+    }
+}
+
 /// A client's and a deployment's tpm count what answers really used, not
 /// what was reserved for them: a request that reserves most of the budget
 /// (its max_tokens) but uses a few tokens leaves room for the next. The

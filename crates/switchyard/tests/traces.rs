@@ -84,19 +84,24 @@ async fn a_request_is_one_trace_with_genai_attributes() {
     assert_eq!(route.attr("switchyard.route.selected"), "mock/gpt-4o-mini");
     assert_eq!(attempts.len(), 1);
     let a = attempts[0];
-    assert_eq!(a.name, "chat chat");
+    assert_eq!(a.name, "chat gpt-4o-mini");
     assert_eq!(a.attr("gen_ai.operation.name"), "chat");
     assert_eq!(a.attr("gen_ai.provider.name"), "openai");
     assert_eq!(a.attr("switchyard.provider"), "mock");
     assert_eq!(
         a.attr("gen_ai.request.model"),
-        "chat",
-        "what the client asked for"
+        "gpt-4o-mini",
+        "the upstream model asked for"
     );
     assert_eq!(
         a.attr("gen_ai.response.model"),
         "gpt-4o-mini",
-        "the upstream model"
+        "the model the upstream reported"
+    );
+    assert_eq!(
+        req.attr("gen_ai.request.model"),
+        "chat",
+        "what the client asked for"
     );
     assert_eq!(a.attr("switchyard.deployment"), "mock/gpt-4o-mini");
     assert_eq!(a.attr("switchyard.outcome"), "ok");
@@ -117,6 +122,58 @@ async fn a_request_is_one_trace_with_genai_attributes() {
         h.mock.requests()[0].header("traceparent").unwrap(),
         format!("00-{}-{}-01", a.trace_id, a.span_id)
     );
+}
+
+/// GenAI conventions (CONTRACT §8): an attempt asks the upstream for the
+/// deployment's model and records the one the upstream says answered,
+/// stream or not; the client's `model` (a route) is the request span's.
+#[tokio::test]
+async fn attempt_spans_name_the_model_asked_for_and_the_one_that_answered() {
+    let r = Receiver::start_grpc().await;
+    let h = traced(&r, "grpc", 1.0, common::ONE_OPENAI).await;
+    let fixture = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/../../fixtures/providers/openai/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let mut sse = Behavior::status(200, fixture("stream_text_usage.sse"));
+    sse.headers
+        .insert("content-type".into(), "text/event-stream".into());
+    h.mock.script(vec![
+        Behavior::status(200, fixture("chat_text_gpt41.response.json")),
+        sse,
+    ]);
+    let mut seen = Vec::new();
+    for (i, stream) in [false, true].into_iter().enumerate() {
+        let resp = chat(&h, stream, None).await;
+        assert_eq!(resp.status(), 200);
+        let _ = resp.bytes().await.unwrap();
+        let spans = r.wait_spans(3 * (i + 1)).await;
+        // This request's trace: the one not seen before.
+        let trace = spans
+            .iter()
+            .map(|s| s.trace_id.clone())
+            .find(|t| !seen.contains(t))
+            .unwrap();
+        seen.push(trace.clone());
+        let mine: Vec<Span> = spans.into_iter().filter(|s| s.trace_id == trace).collect();
+        let (req, _, attempts) = tree(&mine);
+        assert_eq!(req.attr("gen_ai.request.model"), "chat", "stream {stream}");
+        let a = attempts[0];
+        assert_eq!(
+            a.attr("gen_ai.request.model"),
+            "gpt-4o-mini",
+            "stream {stream}"
+        );
+        assert_eq!(
+            a.attr("gen_ai.response.model"),
+            "gpt-4.1-nano-2025-04-14",
+            "stream {stream}"
+        );
+        assert_eq!(a.name, "chat gpt-4o-mini");
+    }
 }
 
 #[tokio::test]

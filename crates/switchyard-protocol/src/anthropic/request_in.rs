@@ -112,7 +112,7 @@ fn decode_fields_with(
             "thinking" => thinking(raw, &mut req)?,
             "output_config" => output_config(raw, &mut req)?,
             "provider_options" => {
-                req.provider_options = field::<Option<_>>(raw, key)?.unwrap_or_default()
+                req.provider_options = crate::json::provider_options(raw)?.unwrap_or_default()
             }
             _ => {}
         }

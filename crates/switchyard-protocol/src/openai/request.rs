@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 use super::wire::*;
 use crate::ir;
-use crate::json::{field, strip_position};
+use crate::json::{field, provider_options, strip_position};
 use crate::passthrough::{self, Fields, Splice};
 
 /// The client's request: raw fields in arrival order plus their typed view.
@@ -90,7 +90,7 @@ pub fn parse_request(body: &str) -> Result<RequestView<'_>, FieldError> {
             "response_format" => typed.response_format = field(raw, "response_format")?,
             "reasoning_effort" => typed.reasoning_effort = field(raw, "reasoning_effort")?,
             "user" => typed.user = field(raw, "user")?,
-            "provider_options" => typed.provider_options = field(raw, "provider_options")?,
+            "provider_options" => typed.provider_options = provider_options(raw)?,
             _ => {} // passed through untouched
         }
     }

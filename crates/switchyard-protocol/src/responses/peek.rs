@@ -23,10 +23,13 @@ pub struct RequestPeek<'a> {
     pub previous_response_id: Option<Cow<'a, str>>,
     /// Client `provider_options` (unwrapped into the upstream body).
     pub provider_options: Option<Map<String, Value>>,
+    /// `max_output_tokens` (the output cap reservations assume).
+    pub max_output_tokens: Option<u32>,
 }
 
-/// Split `body` and read `model`, `stream`, `store`, `previous_response_id`
-/// (and `provider_options`); nothing else is parsed or validated.
+/// Split `body` and read `model`, `stream`, `store`, `previous_response_id`,
+/// `max_output_tokens` (and `provider_options`, refused when it would
+/// replace a field the gateway owns); nothing else is parsed or validated.
 pub fn peek_request(body: &str) -> Result<RequestPeek<'_>, FieldError> {
     let fields = passthrough::parse_object(body).map_err(|message| FieldError {
         param: None,
@@ -36,13 +39,15 @@ pub fn peek_request(body: &str) -> Result<RequestPeek<'_>, FieldError> {
     let (mut stream, mut store) = (false, true);
     let mut previous_response_id = None;
     let mut provider_options = None;
+    let mut max_output_tokens = None;
     for (key, raw) in &fields {
         match key.as_ref() {
             "model" => model = field(raw, "model")?,
             "stream" => stream = field::<Option<bool>>(raw, "stream")?.unwrap_or(false),
             "store" => store = field::<Option<bool>>(raw, "store")?.unwrap_or(true),
             "previous_response_id" => previous_response_id = field(raw, "previous_response_id")?,
-            "provider_options" => provider_options = field(raw, "provider_options")?,
+            "provider_options" => provider_options = crate::json::provider_options(raw)?,
+            "max_output_tokens" => max_output_tokens = field(raw, "max_output_tokens")?,
             _ => {}
         }
     }
@@ -56,6 +61,7 @@ pub fn peek_request(body: &str) -> Result<RequestPeek<'_>, FieldError> {
         store,
         previous_response_id,
         provider_options,
+        max_output_tokens,
     })
 }
 

@@ -90,7 +90,7 @@ pub fn decode_fields(
             "service_tier" => x.service_tier = field(raw, key)?,
             "truncation" => x.truncation = field(raw, key)?,
             "provider_options" => {
-                req.provider_options = field::<Option<_>>(raw, key)?.unwrap_or_default()
+                req.provider_options = crate::json::provider_options(raw)?.unwrap_or_default()
             }
             _ => {}
         }

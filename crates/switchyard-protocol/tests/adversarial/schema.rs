@@ -94,7 +94,7 @@ proptest! {
     #[test]
     fn synthesized_call_ids(text in ".{0,40}") {
         let _ = gemini::name_from_call_id(&text);
-        let id = gemini::synth_call_id(3, Some(&text), &text);
+        let id = gemini::synth_call_id(3, &text, &text);
         if !text.is_empty() {
             prop_assert_eq!(gemini::name_from_call_id(&id), Some(text.as_str()));
         }

@@ -245,10 +245,10 @@ impl Inbound<'_> {
     /// the OpenAI fast path never builds the IR).
     pub fn facts(&self) -> Facts {
         match self {
-            Inbound::OpenAi { view, .. } => openai_chat::facts(&view.typed),
-            Inbound::Anthropic { ir, .. } => Facts::from_ir(ir),
-            Inbound::Responses(_) => Facts::from_ir(self.ir()),
-            Inbound::Resume(r) => Facts::from_ir(&r.ir),
+            Inbound::OpenAi { view, .. } => openai_chat::facts(view),
+            Inbound::Anthropic { fields, ir } => Facts::from_ir(ir, facts::Raw::of(fields)),
+            Inbound::Responses(r) => r.facts(),
+            Inbound::Resume(r) => Facts::from_ir(&r.ir, facts::Raw::default()),
         }
     }
 

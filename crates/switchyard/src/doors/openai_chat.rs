@@ -7,12 +7,12 @@ use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 use switchyard_protocol::ir::{ChatResponse, StreamEvent, Usage};
 use switchyard_protocol::openai::{
-    self as oa, parse_request, ChatCompletionRequest, ChunkEnvelope, PartKind, ResponseFormatKind,
-    WireContent, WireRole,
+    self as oa, parse_request, ChatCompletionRequest, ChunkEnvelope, PartKind, RequestView,
+    ResponseFormatKind, WireContent, WireRole,
 };
 use switchyard_protocol::sse::{data_frame, DONE_FRAME};
 
-use super::facts::{Facts, IMAGE_CHARS, MESSAGE_CHARS};
+use super::facts::{Facts, Raw, Tally};
 use super::{Continues, Inbound, StreamPosition};
 use crate::config::{Capabilities, Capability};
 use crate::error::GatewayError;
@@ -77,50 +77,76 @@ pub fn continues(at: &StreamPosition, include_usage: bool) -> Continues {
     }
 }
 
-/// Routing facts straight from the typed view (the passthrough path never
-/// builds the IR).
-pub fn facts(t: &ChatCompletionRequest<'_>) -> Facts {
+/// Routing facts straight from the view (the passthrough path never
+/// builds the IR): the typed messages, the raw `tools` and schema.
+pub fn facts(view: &RequestView<'_>) -> Facts {
+    let t = &view.typed;
     let mut needs = Capabilities::default();
     if !t.tools.is_empty() {
         needs.insert(Capability::Tools);
     }
-    if t.response_format
-        .as_ref()
-        .is_some_and(|f| f.kind == ResponseFormatKind::JsonSchema)
-    {
-        needs.insert(Capability::JsonSchema);
-    }
-    let mut chars = 0;
+    let mut tally = Tally::default();
     for m in &t.messages {
-        chars += MESSAGE_CHARS;
+        tally.message();
+        if let Some(n) = &m.name {
+            tally.text(n);
+        }
         match &m.content {
-            Some(WireContent::Text(s)) => chars += s.len(),
+            Some(WireContent::Text(s)) => tally.text(s),
             Some(WireContent::Parts(parts)) => {
                 for p in parts {
                     match p.kind {
+                        PartKind::Text => tally.text(p.text.as_deref().unwrap_or_default()),
                         PartKind::ImageUrl => {
                             needs.insert(Capability::Vision);
-                            chars += IMAGE_CHARS;
+                            tally.binary();
                         }
-                        _ => chars += p.text.as_ref().map_or(0, |t| t.len()),
+                        PartKind::InputAudio | PartKind::File => tally.binary(),
                     }
                 }
             }
             None => {}
         }
-        chars += m
-            .tool_calls
-            .iter()
-            .flatten()
-            .map(|c| c.function.arguments.len())
-            .sum::<usize>();
+        if let Some(r) = &m.reasoning_content {
+            tally.text(r);
+        }
+        for c in m.tool_calls.iter().flatten() {
+            tally.call(&c.function.name, &c.function.arguments);
+        }
     }
-    Facts {
+    for tool in &t.tools {
+        let f = &tool.function;
+        let params = f
+            .parameters
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        tally.tool_compact(&f.name, f.description.as_deref(), &params);
+    }
+    let raw = Raw::of(&view.fields);
+    if let Some(tools) = raw.tools {
+        tally.tools_json(tools.get());
+    }
+    // Whatever `provider_options` adds goes upstream too.
+    if let Some(options) = raw.options {
+        tally.json(options.get());
+    }
+    if let Some(f) = &t.response_format {
+        if f.kind == ResponseFormatKind::JsonSchema {
+            needs.insert(Capability::JsonSchema);
+            if let Some(j) = &f.json_schema {
+                let schema = j
+                    .schema
+                    .and_then(|s| serde_json::from_str(s.get()).ok())
+                    .unwrap_or_default();
+                tally.schema(&j.name, &schema);
+            }
+        }
+    }
+    tally.finish(
         needs,
-        prompt_tokens: (chars / 4) as u64,
-        max_tokens: t.max_completion_tokens.or(t.max_tokens),
-        ..Facts::default()
-    }
+        t.max_completion_tokens.or(t.max_tokens),
+        t.n.unwrap_or(1),
+    )
 }
 
 pub fn last_user_text(t: &ChatCompletionRequest<'_>) -> String {

@@ -25,7 +25,9 @@ use bytes::{Bytes, BytesMut};
 use switchyard_protocol::ir::{ChatRequest, ChatResponse, Message, Role, StreamEvent};
 use switchyard_protocol::responses::{self as rs, RequestPeek, ResponsesExtras, StreamCursor};
 
+use super::facts::{Facts, Raw, Tally};
 use super::{Continues, Inbound, StreamPosition};
+use crate::config::Capabilities;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::responses::{owned_key, ResponseStore, Stored};
 
@@ -150,6 +152,22 @@ pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
 }
 
 impl ResponsesIn<'_> {
+    /// Routing facts. A request the IR cannot express is estimated from
+    /// its fields as they came (only the passthrough serves it).
+    pub fn facts(&self) -> Facts {
+        let raw = Raw::of(&self.peek.fields);
+        if let Ok((ir, _)) = &self.decoded {
+            return Facts::from_ir(ir, raw);
+        }
+        let mut t = Tally::default();
+        for (k, v) in &self.peek.fields {
+            if matches!(k.as_ref(), "input" | "instructions" | "tools" | "text") {
+                t.json(v.get());
+            }
+        }
+        t.finish(Capabilities::default(), self.peek.max_output_tokens, 1)
+    }
+
     /// The store key of the conversation this request continues, if any
     /// (read from the body as it came, whether the IR can hold it or not).
     pub fn previous_key(&self, client: Option<&str>) -> Option<String> {

@@ -137,7 +137,11 @@ impl Account {
     /// lock for both).
     fn settle(&self, b: &Budget, held: f64, cost: f64, now_ms: i64) -> f64 {
         self.with(b.per, now_ms, |w| {
-            w.reserved = (w.reserved - held).max(0.0);
+            w.reserved -= held;
+            // Holds come and go in any order: float sums leave dust.
+            if w.reserved < EPS {
+                w.reserved = 0.0;
+            }
             w.spent += cost;
             (b.usd - w.spent - w.reserved).max(0.0)
         })
@@ -343,13 +347,14 @@ fn now_ms() -> i64 {
 /// `max_output_tokens`, no `context_window`), the worst case assumes this.
 pub const UNKNOWN_OUTPUT_CAP: u64 = 4096;
 
-/// The most a request can cost on `dep` (contract §2): estimated input ×
-/// input price + the output cap (`max_tokens`, else the deployment's
-/// `max_output_tokens`, else the room left in its context window) × output
-/// price. `output: false` for calls that produce no tokens (embeddings).
-pub fn worst_case(dep: &Deployment, prompt: u64, max_tokens: Option<u32>, output: bool) -> f64 {
+/// The most a request can cost on `dep` (contract §2, §8): estimated input
+/// × input price + the output cap (`max_tokens`, else the deployment's
+/// `max_output_tokens`, else the room left in its context window) × the
+/// choices asked for (`n`) × output price. `choices: 0` for calls that
+/// produce no tokens (embeddings).
+pub fn worst_case(dep: &Deployment, prompt: u64, max_tokens: Option<u32>, choices: u32) -> f64 {
     let Some(p) = &dep.pricing else { return 0.0 };
-    let cap = if !output {
+    let cap = if choices == 0 {
         0
     } else if let Some(m) = max_tokens {
         u64::from(m)
@@ -360,7 +365,8 @@ pub fn worst_case(dep: &Deployment, prompt: u64, max_tokens: Option<u32>, output
     } else {
         UNKNOWN_OUTPUT_CAP
     };
-    (prompt as f64 * p.input + cap as f64 * p.output) / 1e6
+    let output = cap.saturating_mul(u64::from(choices));
+    (prompt as f64 * p.input + output as f64 * p.output) / 1e6
 }
 
 /// The calendar window (UTC) that holds `now_ms`: `[start, end)` in ms.
@@ -503,18 +509,17 @@ mod tests {
         };
         let mtok = 1e6;
         assert!(
-            (worst_case(&d, 500, Some(100), true) - (500.0 * 2.0 + 100.0 * 10.0) / mtok).abs()
-                < 1e-12
+            (worst_case(&d, 500, Some(100), 1) - (500.0 * 2.0 + 100.0 * 10.0) / mtok).abs() < 1e-12
         );
         assert!(
-            (worst_case(&d, 500, None, true) - (500.0 * 2.0 + 1000.0 * 10.0) / mtok).abs() < 1e-12
+            (worst_case(&d, 500, None, 1) - (500.0 * 2.0 + 1000.0 * 10.0) / mtok).abs() < 1e-12
         );
         d.max_output_tokens = None;
         assert!(
-            (worst_case(&d, 500, None, true) - (500.0 * 2.0 + 7500.0 * 10.0) / mtok).abs() < 1e-12
+            (worst_case(&d, 500, None, 1) - (500.0 * 2.0 + 7500.0 * 10.0) / mtok).abs() < 1e-12
         );
-        assert!((worst_case(&d, 500, None, false) - 500.0 * 2.0 / mtok).abs() < 1e-12);
+        assert!((worst_case(&d, 500, None, 0) - 500.0 * 2.0 / mtok).abs() < 1e-12);
         d.pricing = None;
-        assert_eq!(worst_case(&d, 500, None, true), 0.0);
+        assert_eq!(worst_case(&d, 500, None, 1), 0.0);
     }
 }

@@ -154,6 +154,7 @@ pub async fn run(
     }
     let facts = Facts::read(inbound, headers, &live.config.task_rules);
     ctx.prompt_estimate = facts.prompt_tokens;
+    ctx.input = facts.input;
     if let (Target::Route(r), Some(session)) = (&target, &facts.session) {
         if r.sticky {
             route::sticky::fetch(live, r, session).await;
@@ -279,6 +280,7 @@ fn plan_target<'l>(
     let client_reservation = client_limits(live, who, estimate, ctx)?;
     // The budget is held per attempt (`reliability`): here the hold opens.
     ctx.output_cap = facts.max_tokens;
+    ctx.output_choices = facts.choices();
     if let Some((p, b)) = who.and_then(|p| Some((p, p.client.budget?))) {
         ctx.budget = Some(live.registry.budgets.hold(&p.id, b));
     }

@@ -50,7 +50,11 @@ pub struct AttemptSpan {
     pub operation: &'static str,
     /// GenAI `gen_ai.provider.name` of the wire protocol (`openai`, …).
     pub provider: &'static str,
-    /// The upstream model of a call that answered.
+    /// GenAI `gen_ai.request.model`: the upstream model asked for (the
+    /// deployment's `model`).
+    pub request_model: Option<Arc<str>>,
+    /// GenAI `gen_ai.response.model`: the model the upstream reported in
+    /// its answer (a stream's first event).
     pub model: Option<Arc<str>>,
 }
 
@@ -63,6 +67,7 @@ impl AttemptSpan {
             span_id: 0,
             operation: "chat",
             provider: "",
+            request_model: None,
             model: None,
         }
     }
@@ -197,9 +202,18 @@ pub struct RequestCtx {
     /// billed for its input).
     #[serde(skip)]
     pub prompt_estimate: u64,
-    /// The output cap the request asked for (`max_tokens`), if any.
+    /// What an upstream that renders tool definitions its own way adds to
+    /// `prompt_estimate` (`doors::facts::Input::extra`).
+    #[serde(skip)]
+    pub input: crate::doors::facts::Input,
+    /// The output cap the request asked for (`max_tokens`), if any: per
+    /// choice.
     #[serde(skip)]
     pub output_cap: Option<u32>,
+    /// Choices the request asked for (`n`; at least 1): a budget
+    /// reservation covers the output cap for each.
+    #[serde(skip)]
+    pub output_choices: u32,
     /// The client's budget hold, settled to the real cost when the request
     /// ends (`governance::budget`).
     #[serde(skip)]
@@ -299,7 +313,9 @@ impl RequestCtx {
             client: None,
             key_id: None,
             prompt_estimate: 0,
+            input: Default::default(),
             output_cap: None,
+            output_choices: 1,
             budget: None,
             shared: Default::default(),
             budget_remaining: None,

@@ -195,6 +195,7 @@ pub async fn execute_op(
             let mut log = AttemptLog::ok(&dep.name, &dep.provider.name, took, took);
             log.span.operation = op.name();
             log.span.provider = dep.provider.adapter.gen_ai_name();
+            log.span.request_model = Some(dep.model.clone());
             ctx.attempts.push(log);
             return Ok(Served {
                 answer,
@@ -254,12 +255,13 @@ fn hold_budget(
     op: Op<'_, '_>,
     ctx: &mut RequestCtx,
 ) -> Result<(), GatewayError> {
+    let input = input_on(dep, ctx);
     let Some(hold) = ctx.budget.as_mut() else {
         return Ok(());
     };
     let worst = match op {
-        Op::Chat(_) => worst_case(&dep.cfg, ctx.prompt_estimate, ctx.output_cap, true),
-        Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, false),
+        Op::Chat(_) => worst_case(&dep.cfg, input, ctx.output_cap, ctx.output_choices),
+        Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, 0),
         // Counting tokens costs nothing: a spent budget does not refuse it.
         Op::CountTokens(_) => return Ok(()),
     };
@@ -287,6 +289,13 @@ fn hold_budget(
             dep.name
         ),
     ))
+}
+
+/// The request's input estimate as `dep`'s upstream bills it (tool
+/// definitions rendered its way).
+fn input_on(dep: &DeploymentRt, ctx: &RequestCtx) -> u64 {
+    let extra = ctx.input.extra(crate::route::renders(dep));
+    ctx.prompt_estimate.saturating_add_signed(extra)
 }
 
 /// Why the candidate before the one that served did not: its error's code,
@@ -407,6 +416,8 @@ pub(crate) async fn admit_attempt(
     ctx: &mut RequestCtx,
 ) -> Result<Slot, GatewayError> {
     let st = &dep.state;
+    // The tokens as this upstream bills them (its way of rendering tools).
+    let estimate = estimate.saturating_add_signed(ctx.input.extra(crate::route::renders(dep)));
     let admitted = match st.fleet() {
         Some(f) => admit_shared(f, dep, estimate, ctx).await,
         None => st.limits.admit(estimate).await.map_err(Refusal::Limit),
@@ -635,9 +646,20 @@ pub(crate) async fn attempt(
     log.span.span_id = span_id.unwrap_or(0);
     log.span.operation = op.name();
     log.span.provider = dep.provider.adapter.gen_ai_name();
-    log.span.model = result.is_ok().then(|| dep.model.clone());
+    log.span.request_model = Some(dep.model.clone());
+    log.span.model = result.as_ref().ok().and_then(reported_model);
     ctx.attempts.push(log);
     result
+}
+
+/// The model the upstream named in its answer (a stream's, in its first
+/// event, which `open` has read).
+fn reported_model(answer: &Answer) -> Option<Arc<str>> {
+    let m = match answer {
+        Answer::Json(j) => Some(j.model.as_str()),
+        Answer::Stream(s) => s.seen.at.model.as_deref(),
+    };
+    m.filter(|m| !m.is_empty()).map(Arc::from)
 }
 
 /// The call with a `traceparent` naming attempt span `span_id`, when the

@@ -8,6 +8,11 @@
 //! circuits), then the route's strategy scores the rest, plus a bonus for
 //! the request's task, and a sticky session's deployment goes first while it
 //! is healthy. Fallbacks follow the targets, in config order.
+//!
+//! When no deployment is left, the reason decides the answer (CONTRACT §8):
+//! every one ruled out by what the request needs (a capability, a context
+//! window) is the client's 400 naming what is missing; 503
+//! `no_healthy_deployment` only when one that could serve it is open.
 
 pub mod sticky;
 pub mod strategy;
@@ -16,7 +21,10 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::adapters::Adapter;
 use crate::config::{Capabilities, ContextOverflow, Retry, Strategy};
+use crate::doors::facts::Renders;
+use crate::doors::Door;
 pub use crate::doors::Facts;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::live::{DeploymentRt, Live, Target};
@@ -43,6 +51,39 @@ pub struct Plan {
     pub reason: &'static str,
     pub retry: Retry,
     pub overflow: ContextOverflow,
+    /// Deployments that can never serve this request, and what it needs
+    /// that they lack.
+    pub unfit: Vec<(Arc<str>, Unfit)>,
+}
+
+/// What a request needs that a deployment lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfit {
+    /// Capabilities it does not declare.
+    Lacks(Capabilities),
+    /// Its context window, and the tokens the request needs in it.
+    Window { window: u32, needs: u64 },
+}
+
+/// How `dep`'s upstream renders tool definitions into what it bills (for
+/// the input estimate, `Facts::prompt_on`): OpenAI's own API (and Azure)
+/// and Gemini compactly, Anthropic as JSON in a hidden system prompt, and
+/// any other OpenAI-compatible server (DeepSeek, Qwen, vLLM, …) as JSON in
+/// its chat template.
+pub fn renders(dep: &DeploymentRt) -> Renders {
+    match dep.provider.adapter {
+        Adapter::Anthropic => Renders::Anthropic,
+        Adapter::Azure | Adapter::Gemini => Renders::Compact,
+        Adapter::OpenAi => {
+            let host = dep.endpoint.url.host().unwrap_or_default();
+            if host == "openai.com" || host.ends_with(".openai.com") || host.ends_with(".azure.com")
+            {
+                Renders::Compact
+            } else {
+                Renders::Template
+            }
+        }
+    }
 }
 
 pub fn plan(
@@ -115,6 +156,7 @@ fn empty(
         reason,
         retry,
         overflow,
+        unfit: Vec::new(),
     }
 }
 
@@ -132,6 +174,11 @@ fn reason(s: Strategy) -> &'static str {
 /// needs (`embeddings`) is left out.
 pub const NOT_DECLARED: &str = "capability_not_declared";
 
+/// Why a deployment that lacks a capability the request needs is left out.
+pub const CANNOT_SERVE: &str = "cannot_serve_request";
+/// Why a deployment whose context window cannot hold the request is left out.
+pub const TOO_SMALL: &str = "context_window_too_small";
+
 /// Apply the hard constraints to one deployment.
 fn consider(
     p: &mut Plan,
@@ -144,21 +191,37 @@ fn consider(
     let caps = d.cfg.capabilities;
     // A deployment that declares no capabilities is not constrained by them.
     let declared = caps != Capabilities::default();
+    // An Anthropic request to an Anthropic deployment goes as it came:
+    // whatever it asks for, that protocol carries (CONTRACT §8).
+    let passthrough =
+        facts.door == Some(Door::AnthropicMessages) && d.provider.adapter == Adapter::Anthropic;
+    let lacks: Capabilities = facts.needs.iter().filter(|c| !caps.contains(*c)).collect();
+    let window_needs = facts.prompt_on(renders(d)) + u64::from(facts.max_tokens.unwrap_or(0));
     let why = if !caps.contains_all(facts.must_declare) {
         Some(NOT_DECLARED)
     } else if declared && !caps.contains_all(require) {
         Some("missing_required_capability")
-    } else if declared && !caps.contains_all(facts.needs) {
-        Some("cannot_serve_request")
+    } else if declared && !passthrough && lacks != Capabilities::default() {
+        p.unfit.push((d.name.clone(), Unfit::Lacks(lacks)));
+        Some(CANNOT_SERVE)
     } else if max_cost
         .zip(d.cfg.pricing)
         .is_some_and(|(cap, price)| price.input.max(price.output) > cap)
     {
         Some("over_max_cost_per_mtok")
-    } else if d.cfg.context_window.is_some_and(|w| {
-        facts.prompt_tokens + u64::from(facts.max_tokens.unwrap_or(0)) > u64::from(w)
-    }) {
-        Some("context_window_too_small")
+    } else if let Some(w) = d
+        .cfg
+        .context_window
+        .filter(|w| window_needs > u64::from(*w))
+    {
+        p.unfit.push((
+            d.name.clone(),
+            Unfit::Window {
+                window: w,
+                needs: window_needs,
+            },
+        ));
+        Some(TOO_SMALL)
     } else if !d.state.circuit.is_admissible(Instant::now()) {
         Some("circuit_open")
     } else {
@@ -166,10 +229,7 @@ fn consider(
     };
     match why {
         Some(w) => {
-            let dynamic = matches!(
-                w,
-                "cannot_serve_request" | "context_window_too_small" | "circuit_open"
-            );
+            let dynamic = matches!(w, CANNOT_SERVE | TOO_SMALL | "circuit_open");
             if dynamic && p.candidates.is_empty() && p.passed_over.is_none() {
                 p.passed_over = Some(w);
             }
@@ -196,16 +256,16 @@ fn order(c: &mut [Candidate]) {
     });
 }
 
-/// No candidate left: say why in the contract's terms.
+/// No candidate left: say why in the contract's terms. A request that no
+/// deployment could ever serve (every one lacks what it needs, or is left
+/// out by the route's own settings) is the client's error; only a
+/// deployment that could serve it but is open-circuited makes it an outage.
 fn finish(p: Plan, facts: &Facts) -> Result<Plan, GatewayError> {
     if !p.candidates.is_empty() {
         return Ok(p);
     }
-    let all_too_small = !p.skipped.is_empty()
-        && p.skipped
-            .iter()
-            .all(|(_, w)| *w == "context_window_too_small");
-    if all_too_small {
+    let all = |why: &str| !p.skipped.is_empty() && p.skipped.iter().all(|(_, w)| *w == why);
+    if all(TOO_SMALL) {
         return Err(GatewayError::client(
             ErrorCode::ContextTooLong,
             format!(
@@ -214,7 +274,7 @@ fn finish(p: Plan, facts: &Facts) -> Result<Plan, GatewayError> {
             ),
         ));
     }
-    if !p.skipped.is_empty() && p.skipped.iter().all(|(_, w)| *w == NOT_DECLARED) {
+    if all(NOT_DECLARED) {
         let caps: Vec<&str> = facts.must_declare.iter().map(|c| c.as_str()).collect();
         let deps: Vec<&str> = p.skipped.iter().map(|(d, _)| &**d).collect();
         return Err(GatewayError::invalid(
@@ -227,6 +287,10 @@ fn finish(p: Plan, facts: &Facts) -> Result<Plan, GatewayError> {
             ),
         ));
     }
+    let outage = p.skipped.iter().any(|(_, w)| *w == "circuit_open");
+    if !p.unfit.is_empty() && !outage {
+        return Err(GatewayError::invalid(None, unfit_message(&p)));
+    }
     let list: Vec<String> = p.skipped.iter().map(|(d, w)| format!("{d}: {w}")).collect();
     let why = if list.is_empty() {
         "the route has no targets".to_owned()
@@ -238,4 +302,52 @@ fn finish(p: Plan, facts: &Facts) -> Result<Plan, GatewayError> {
         crate::error::Source::Gateway,
         why,
     ))
+}
+
+/// "no deployment of route `chat` supports json_schema", or what each
+/// deployment lacks when they lack different things.
+fn unfit_message(p: &Plan) -> String {
+    let of = match &p.route {
+        Some(r) => format!("of route `{r}`"),
+        None => format!("`{}`", p.skipped.first().map_or("", |(d, _)| &**d)),
+    };
+    let names = |c: Capabilities| c.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ");
+    let common = p
+        .unfit
+        .iter()
+        .try_fold(None, |acc: Option<Capabilities>, (_, u)| match u {
+            Unfit::Lacks(c) => {
+                Some(Some(acc.map_or(*c, |a| {
+                    a.iter().filter(|x| c.contains(*x)).collect()
+                })))
+            }
+            Unfit::Window { .. } => None,
+        });
+    // The others were left out by the route's own settings.
+    let every_unfit = p.unfit.len() == p.skipped.len();
+    if let (Some(Some(c)), true) = (common, every_unfit) {
+        if c != Capabilities::default() {
+            return format!("no deployment {of} supports {}", names(c));
+        }
+    }
+    let mut parts: Vec<String> = p
+        .unfit
+        .iter()
+        .map(|(d, u)| match u {
+            Unfit::Lacks(c) => format!("{d} does not support {}", names(*c)),
+            Unfit::Window { window, needs } => format!(
+                "{d}'s context window ({window} tokens) cannot hold ~{needs} tokens (prompt and output cap)"
+            ),
+        })
+        .collect();
+    parts.extend(
+        p.skipped
+            .iter()
+            .filter(|(d, _)| !p.unfit.iter().any(|(u, _)| u == d))
+            .map(|(d, w)| format!("{d}: {w}")),
+    );
+    format!(
+        "no deployment {of} can serve this request: {}",
+        parts.join("; ")
+    )
 }

@@ -98,7 +98,7 @@ pub fn score(cands: &mut [Candidate], route: &Route, facts: &Facts, now: Instant
 /// USD for the request's estimated tokens at the deployment's prices.
 fn estimated_cost(c: &Candidate, facts: &Facts) -> Option<f64> {
     let p = c.dep.cfg.pricing?;
-    let out = f64::from(facts.max_tokens.unwrap_or(256));
+    let out = facts.output_worst(crate::doors::facts::DEFAULT_OUTPUT) as f64;
     Some((facts.prompt_tokens as f64 * p.input + out * p.output) / 1e6)
 }
 

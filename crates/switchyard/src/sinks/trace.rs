@@ -260,15 +260,15 @@ fn spans(r: &RequestCtx, t: &TraceCtx) -> (Vec<u8>, u32) {
         end = end.max(e);
         n += 1;
     }
-    let model = r.model.as_deref().unwrap_or("");
     let mut name = String::new();
     for (i, a) in r.attempts.iter().enumerate().filter(|(_, a)| a.sent) {
         attrs.clear();
-        attempt_attributes(r, a, &mut attrs);
+        attempt_attributes(a, &mut attrs);
+        // GenAI span name: `{operation} {request model}`.
         name.clear();
         name.push_str(a.span.operation);
         name.push(' ');
-        name.push_str(model);
+        name.push_str(a.span.request_model.as_deref().unwrap_or_default());
         let ok = a.outcome == "ok";
         let span = SpanOut {
             // Not traced when it was sent (cannot happen today): an id of its own.
@@ -384,11 +384,10 @@ fn attempt_end(r: &RequestCtx, i: usize, a: &AttemptLog, request_end: SystemTime
     next.unwrap_or(request_end).max(opened)
 }
 
-fn attempt_attributes<'a>(
-    r: &'a RequestCtx,
-    a: &'a AttemptLog,
-    attrs: &mut Vec<(&'static str, Val<'a>)>,
-) {
+/// An attempt's GenAI attributes: the model asked of the upstream (the
+/// deployment's) and the one it reported; the client's `model` is the
+/// request span's.
+fn attempt_attributes<'a>(a: &'a AttemptLog, attrs: &mut Vec<(&'static str, Val<'a>)>) {
     attrs.extend([
         ("gen_ai.operation.name", Val::Str(a.span.operation)),
         ("gen_ai.provider.name", Val::Str(a.span.provider)),
@@ -397,7 +396,7 @@ fn attempt_attributes<'a>(
         ("switchyard.outcome", Val::Str(a.outcome)),
         ("switchyard.resumed", Val::Bool(a.resumed)),
     ]);
-    if let Some(m) = &r.model {
+    if let Some(m) = &a.span.request_model {
         attrs.push(("gen_ai.request.model", Val::Str(m)));
     }
     if let Some(m) = &a.span.model {
