@@ -224,6 +224,10 @@ pub struct Input {
     /// … through a door other than Anthropic's (an Anthropic upstream
     /// emulates it with a forced tool).
     pub forced_tool: bool,
+    /// Parts only the Anthropic passthrough carries (documents, search
+    /// results, server tool calls and results): the IR, and so every
+    /// translation, leaves them out.
+    pub passthrough_only: u64,
 }
 
 impl Input {
@@ -237,6 +241,7 @@ impl Input {
                 let schema_prompt = self.json_schema && !self.forced_tool;
                 u64::from(tool_prompt) * ANTHROPIC_TOOL_PROMPT
                     + u64::from(schema_prompt) * ANTHROPIC_SCHEMA_PROMPT
+                    + self.passthrough_only
             }
             Renders::Template => u64::from(self.tools) * TEMPLATE_TOOL_PROMPT,
         };
