@@ -241,6 +241,7 @@ fn the_estimate_is_within_ten_percent_of_what_upstreams_billed() {
         real_sum += real;
     }
     let overall = (est_sum as f64 - real_sum as f64) / real_sum as f64;
+    println!("{}\noverall {overall:+.3}", report.join("\n"));
     assert!(
         overall.abs() <= 0.05,
         "{overall:+.3}\n{}",
