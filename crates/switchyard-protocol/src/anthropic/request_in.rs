@@ -306,7 +306,10 @@ fn image(b: &Block, param: &str) -> Result<ContentPart, FieldError> {
             "needs `type: base64` with `media_type` and `data`, or `type: url` with `url`",
         )
     };
-    let src: &WireSource = b.source.as_ref().ok_or_else(bad)?;
+    let src: WireSource = b
+        .source
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .ok_or_else(bad)?;
     let source = match (src.kind.as_ref(), &src.media_type, &src.data, &src.url) {
         ("base64", Some(m), Some(d), _) => ImageSource::Base64 {
             media_type: m.to_string(),

@@ -17,8 +17,10 @@ pub(super) struct Block<'a> {
     pub kind: Cow<'a, str>,
     #[serde(default, borrow)]
     pub text: Option<Cow<'a, str>>,
+    /// An image's source (read by `image`: other blocks' `source` — a
+    /// search result's is a URL string — is none of the IR's business).
     #[serde(default, borrow)]
-    pub source: Option<ImageSource<'a>>,
+    pub source: Option<&'a RawValue>,
     #[serde(default, borrow)]
     pub id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]

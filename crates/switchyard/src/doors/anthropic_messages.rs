@@ -2,14 +2,19 @@
 //! (kept raw for the Anthropic passthrough), answers, stream events and
 //! error envelope.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use switchyard_protocol::anthropic as an;
-use switchyard_protocol::ir::{ChatResponse, StreamEvent};
+use switchyard_protocol::ir::{ChatRequest, ChatResponse, StreamEvent};
 use switchyard_protocol::passthrough;
 
+use super::facts::{Facts, Raw};
 use super::{Continues, Inbound, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
+use crate::tokenize::estimate;
 
 /// The raw fields are kept for the Anthropic→Anthropic passthrough; the IR
 /// is decoded from them (the body is parsed once).
@@ -17,6 +22,78 @@ pub fn decode(text: &str) -> Result<Inbound<'_>, GatewayError> {
     let fields = passthrough::parse_object(text).map_err(|m| GatewayError::invalid(None, m))?;
     let ir = an::decode_fields(&fields).map_err(|e| GatewayError::invalid(e.param, e.message))?;
     Ok(Inbound::Anthropic { fields, ir })
+}
+
+/// Routing facts: the IR's, plus what only the passthrough carries.
+pub fn facts(fields: &passthrough::Fields<'_>, ir: &ChatRequest) -> Facts {
+    let mut f = Facts::from_ir(ir, Raw::of(fields));
+    f.input.passthrough_only = passthrough_only(fields);
+    f
+}
+
+/// Block types that may hold what the IR leaves out (looked for in the raw
+/// text first, so the common request is not parsed twice).
+const OPAQUE_HINTS: [&str; 5] = [
+    "\"document\"",
+    "\"search_result\"",
+    "_tool_result\"",
+    "\"server_tool_use\"",
+    "\"mcp_tool_use\"",
+];
+
+/// Estimated tokens of the message blocks the IR leaves out (documents,
+/// search results, server tool calls and results, newer types), which the
+/// Anthropic passthrough forwards and its upstream bills: their JSON, an
+/// inline file as one binary.
+fn passthrough_only(fields: &passthrough::Fields<'_>) -> u64 {
+    #[derive(Deserialize)]
+    struct Msg<'a> {
+        #[serde(borrow)]
+        content: &'a RawValue,
+    }
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+        #[serde(default, borrow)]
+        content: Option<&'a RawValue>,
+    }
+    let Some(raw) = fields
+        .iter()
+        .find(|(k, _)| k == "messages")
+        .map(|(_, v)| v.get())
+    else {
+        return 0;
+    };
+    if !OPAQUE_HINTS.iter().any(|h| raw.contains(h)) {
+        return 0;
+    }
+    let msgs: Vec<Msg> = serde_json::from_str(raw).unwrap_or_default();
+    let mut n = 0;
+    for block in msgs.iter().flat_map(|m| blocks_of(m.content)) {
+        let Ok(b) = serde_json::from_str::<Block>(block.get()) else {
+            continue;
+        };
+        match b.kind.as_ref() {
+            "text" | "image" | "thinking" | "redacted_thinking" | "tool_use" => {}
+            // Its text and images are in the IR; anything else it holds is not.
+            "tool_result" => {
+                for inner in b.content.map(blocks_of).unwrap_or_default() {
+                    let kind = serde_json::from_str::<Block>(inner.get()).map(|b| b.kind);
+                    if !matches!(kind.as_deref(), Ok("text" | "image")) {
+                        n += estimate::json(inner.get());
+                    }
+                }
+            }
+            _ => n += estimate::json(block.get()),
+        }
+    }
+    n
+}
+
+/// A raw array's items (none when it is not one: a string content).
+fn blocks_of(raw: &RawValue) -> Vec<&RawValue> {
+    serde_json::from_str(raw.get()).unwrap_or_default()
 }
 
 #[derive(Serialize)]

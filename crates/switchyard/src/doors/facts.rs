@@ -70,7 +70,9 @@ pub struct Facts {
     /// Choices asked for (OpenAI `n`): each may produce `max_tokens`.
     /// 0 is read as 1.
     pub choices: u32,
-    /// The door the request came through.
+    /// The door the request came through (`None` for a stream's
+    /// continuation, which is always translated): an Anthropic request to
+    /// an Anthropic deployment goes as it came.
     pub door: Option<Door>,
     /// `x-switchyard-task`, else the first `task_rules` match.
     pub task: Option<String>,
@@ -81,7 +83,8 @@ pub struct Facts {
 impl Facts {
     pub fn read(inbound: &Inbound<'_>, headers: &HeaderMap, rules: &[TaskRule]) -> Facts {
         let mut f = inbound.facts();
-        f.door = Some(inbound.door());
+        // A continuation is always translated (never passed through).
+        f.door = (!matches!(inbound, Inbound::Resume(_))).then(|| inbound.door());
         // JSON mode on an Anthropic upstream, asked for in another dialect,
         // is a forced tool: its tool prompt is billed.
         f.input.forced_tool = f.needs.contains(Capability::JsonSchema)
@@ -224,6 +227,10 @@ pub struct Input {
     /// … through a door other than Anthropic's (an Anthropic upstream
     /// emulates it with a forced tool).
     pub forced_tool: bool,
+    /// Parts only the Anthropic passthrough carries (documents, search
+    /// results, server tool calls and results): the IR, and so every
+    /// translation, leaves them out.
+    pub passthrough_only: u64,
 }
 
 impl Input {
@@ -237,6 +244,7 @@ impl Input {
                 let schema_prompt = self.json_schema && !self.forced_tool;
                 u64::from(tool_prompt) * ANTHROPIC_TOOL_PROMPT
                     + u64::from(schema_prompt) * ANTHROPIC_SCHEMA_PROMPT
+                    + self.passthrough_only
             }
             Renders::Template => u64::from(self.tools) * TEMPLATE_TOOL_PROMPT,
         };

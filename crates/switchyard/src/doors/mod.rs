@@ -246,7 +246,7 @@ impl Inbound<'_> {
     pub fn facts(&self) -> Facts {
         match self {
             Inbound::OpenAi { view, .. } => openai_chat::facts(view),
-            Inbound::Anthropic { fields, ir } => Facts::from_ir(ir, facts::Raw::of(fields)),
+            Inbound::Anthropic { fields, ir } => anthropic_messages::facts(fields, ir),
             Inbound::Responses(r) => r.facts(),
             Inbound::Resume(r) => Facts::from_ir(&r.ir, facts::Raw::default()),
         }

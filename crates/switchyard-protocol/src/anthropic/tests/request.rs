@@ -534,3 +534,22 @@ fn unknown_blocks_are_dropped_and_bad_roles_still_refused() {
     .unwrap_err();
     assert_eq!(e.param.as_deref(), Some("messages[0].role"));
 }
+
+/// Blocks only Anthropic understands go through the passthrough and are
+/// dropped by a translation; a search result's `source` is a URL string,
+/// not an image source, and must not make the request invalid.
+#[test]
+fn search_results_and_documents_decode_and_are_left_out() {
+    let body = r#"{"model":"m","max_tokens":5,"messages":[
+        {"role":"user","content":[
+            {"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"x"}]},
+            {"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc"}},
+            {"type":"text","text":"Summarise."}]},
+        {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"s","input":{}}]},
+        {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[
+            {"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"y"}]},
+            {"type":"text","text":"found"}]}]}]}"#;
+    let req = decode_request(body).unwrap();
+    assert_eq!(req.messages[0].text(), "Summarise.");
+    assert_eq!(req.messages[2].text(), "found");
+}

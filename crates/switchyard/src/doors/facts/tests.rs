@@ -241,6 +241,7 @@ fn the_estimate_is_within_ten_percent_of_what_upstreams_billed() {
         real_sum += real;
     }
     let overall = (est_sum as f64 - real_sum as f64) / real_sum as f64;
+    println!("{}\noverall {overall:+.3}", report.join("\n"));
     assert!(
         overall.abs() <= 0.05,
         "{overall:+.3}\n{}",
@@ -369,4 +370,37 @@ fn output_is_the_cap_times_the_choices() {
     // No cap: the default, for every choice.
     let body = r#"{"model":"m","n":4,"messages":[{"role":"user","content":"hi"}]}"#;
     assert_eq!(facts_of(Door::OpenAiChat, body).output_worst(256), 1024);
+}
+
+/// Documents, search results and server tool blocks reach an Anthropic
+/// upstream only through the passthrough (a translation drops them): they
+/// count there, and only there.
+#[test]
+fn what_only_the_anthropic_passthrough_carries_counts_on_anthropic() {
+    let page = "The gateway reserves the worst case before it sends. ".repeat(200);
+    let pdf = "JVBERi0xLjQK".repeat(50_000);
+    let body = serde_json::json!({"model": "m", "max_tokens": 5, "messages": [
+        {"role": "user", "content": [
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": page}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": pdf}},
+            {"type": "text", "text": "Summarise."}
+        ]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "search_result", "source": "https://example.com", "title": "x", "content": [{"type": "text", "text": page}]}
+        ]}]}
+    ]})
+    .to_string();
+    let f = facts_of(Door::AnthropicMessages, &body);
+    let page_tokens = estimate::text(&page);
+    let extra = f.prompt_on(Renders::Anthropic) - f.prompt_tokens;
+    assert!(
+        extra >= 2 * page_tokens + estimate::BINARY_TOKENS
+            && extra < 3 * page_tokens + 2 * estimate::BINARY_TOKENS,
+        "{extra} for two {page_tokens}-token texts and a PDF"
+    );
+    assert!(
+        f.prompt_tokens < page_tokens,
+        "a translation carries none of it"
+    );
 }
