@@ -350,8 +350,7 @@ impl Drop for Counted {
 /// How long a client's connection may read nothing before it is closed:
 /// the longest `stream_idle` of any provider, so a stream is never cut for
 /// a gap its own upstream may take (contract §8).
-fn stall_limit(app: &App) -> std::time::Duration {
-    let live = app.live.load();
+fn stall_limit(live: &Live) -> std::time::Duration {
     live.config
         .providers
         .values()
@@ -427,8 +426,15 @@ async fn serve_http1(
         };
         // Nagle + delayed ACK would add ~40 ms to every small response.
         let _ = tcp.set_nodelay(true);
-        let server = service.app.live.load().config.server.clone();
-        let Some(counted) = open.take(server.max_connections) else {
+        // One snapshot read per connection (not a copy of the server section).
+        let live = service.app.live.load();
+        let (max, body_timeout, stall) = (
+            live.config.server.max_connections,
+            live.config.server.body_timeout,
+            stall_limit(&live),
+        );
+        drop(live);
+        let Some(counted) = open.take(max) else {
             tokio::spawn(refuse(tcp));
             continue;
         };
@@ -436,7 +442,7 @@ async fn serve_http1(
             .timer(hyper_util::rt::TokioTimer::new())
             // Headers dribbled byte by byte hold the connection no longer
             // than a body may take (contract §8).
-            .header_read_timeout(server.body_timeout)
+            .header_read_timeout(body_timeout)
             // A connection's buffers, and so the largest request head, at
             // 64 KiB (hyper's default is ~400 KiB): headers past it get 431,
             // and 10 000 connections with hostile heads hold 640 MiB, not 4 GiB.
@@ -444,7 +450,7 @@ async fn serve_http1(
             // Small answers: one copy into one buffer beats a two-part writev.
             .writev(false)
             .serve_connection(
-                hyper_util::rt::TokioIo::new(WriteStall::new(tcp, stall_limit(&service.app))),
+                hyper_util::rt::TokioIo::new(WriteStall::new(tcp, stall)),
                 service.clone(),
             );
         let conn = graceful.watch(conn);

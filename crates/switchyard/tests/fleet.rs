@@ -644,14 +644,10 @@ async fn a_cache_entry_made_via_one_instance_hits_via_another() {
     );
 }
 
-#[tokio::test]
-async fn a_response_stored_via_one_instance_continues_and_reads_back_via_the_others() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let redis = Redis::start();
-    let gws = three(&redis).await;
-    let http = reqwest::Client::new();
+/// "My name is Ada." stored as a response via `gw`: its id.
+async fn store_ada(http: &reqwest::Client, gw: &Instance) -> String {
     let first: Value = http
-        .post(gws[0].url("/v1/responses"))
+        .post(gw.url("/v1/responses"))
         .bearer_auth("free-secret")
         .json(&json!({"model": "open", "input": "My name is Ada."}))
         .send()
@@ -660,7 +656,16 @@ async fn a_response_stored_via_one_instance_continues_and_reads_back_via_the_oth
         .json()
         .await
         .unwrap();
-    let id = first["id"].as_str().unwrap().to_owned();
+    first["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_response_stored_via_one_instance_continues_and_reads_back_via_the_others() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let http = reqwest::Client::new();
+    let id = store_ada(&http, &gws[0]).await;
     // Written just after the answer: read back via another instance.
     let mut status = 0;
     for _ in 0..50 {
@@ -704,17 +709,7 @@ async fn a_response_deleted_via_one_instance_is_gone_on_every_instance_at_once()
     let redis = Redis::start();
     let gws = three(&redis).await;
     let http = reqwest::Client::new();
-    let first: Value = http
-        .post(gws[0].url("/v1/responses"))
-        .bearer_auth("free-secret")
-        .json(&json!({"model": "open", "input": "My name is Ada."}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = first["id"].as_str().unwrap().to_owned();
+    let id = store_ada(&http, &gws[0]).await;
     let get = |g: usize| {
         http.get(gws[g].url(&format!("/v1/responses/{id}")))
             .bearer_auth("free-secret")

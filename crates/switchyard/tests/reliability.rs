@@ -857,6 +857,15 @@ async fn ask_as(h: &common::Harness, key: &str, route: &str) -> reqwest::Respons
 const TEAM_A: &str = "client-secret";
 const TEAM_B: &str = "sk-test-secret-value-1234";
 
+/// Wait until the provider's key cools down after a 429.
+async fn until_cooling(h: &common::Harness) {
+    common::eventually(
+        || async { key_status(h).await["status"] == "cooling_down" },
+        "the key cooling down after its 429",
+    )
+    .await;
+}
+
 /// `/admin/state`'s word on the provider key `inline#0` of `mock/a`.
 async fn key_status(h: &common::Harness) -> Value {
     let state = admin_state(h).await;
@@ -1035,11 +1044,7 @@ async fn a_429_makes_the_others_wait_or_429_never_401() {
                 .status()
         }
     });
-    common::eventually(
-        || async { key_status(&h).await["status"] == "cooling_down" },
-        "the key cooling down after its 429",
-    )
-    .await;
+    until_cooling(&h).await;
     let started = Instant::now();
     let patient: Vec<_> = (0..4).map(|_| ask_on(&http, &h, TEAM_B, "chat")).collect();
     let hurried: Vec<_> = (0..3).map(|_| ask_on(&http, &h, TEAM_B, "tight")).collect();
@@ -1108,11 +1113,7 @@ routes:
                 .status()
         }
     });
-    common::eventually(
-        || async { key_status(&h).await["status"] == "cooling_down" },
-        "the key cooling down after its 429",
-    )
-    .await;
+    until_cooling(&h).await;
     let r = http
         .post(h.url("/v1/chat/completions"))
         .json(&chat())
