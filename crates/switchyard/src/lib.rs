@@ -33,6 +33,8 @@ pub mod error;
 pub mod governance;
 pub mod names;
 pub mod observe;
+#[cfg(test)]
+pub(crate) mod prop;
 pub mod server;
 pub mod sinks;
 pub mod state;

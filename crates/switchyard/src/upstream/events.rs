@@ -61,6 +61,7 @@ impl UpstreamEvents {
 /// longer than itself, in a bounded number of steps, and never a panic.
 #[cfg(test)]
 mod tests {
+    use crate::prop::config;
     use bytes::BytesMut;
     use proptest::prelude::*;
     use proptest::sample::Index;
@@ -158,20 +159,6 @@ mod tests {
         }
         out.extend(sse.finish());
         out
-    }
-
-    /// `PROPTEST_CASES` overrides, for a longer hunt; failures are not
-    /// written to files (a case found becomes a plain test).
-    fn config(cases: u32) -> ProptestConfig {
-        let cases = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(cases);
-        ProptestConfig {
-            cases,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
     }
 
     fn framings(len: u64) -> [Framing; 4] {

@@ -8,6 +8,7 @@
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use crate::prop::config;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -302,20 +303,6 @@ fn with_value(lines: &[String]) -> Vec<usize> {
 fn set_value(line: &mut String, v: &Index) {
     let (key, _) = line.split_once(": ").unwrap_or_default();
     *line = format!("{key}: {}", hostile_value(v.index(HOSTILE_VALUES)));
-}
-
-/// Cases per property (`PROPTEST_CASES` overrides, for a longer hunt); no
-/// failure files in the source tree: a case found becomes a plain test.
-fn config(cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(cases);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
 }
 
 proptest! {
