@@ -349,7 +349,9 @@ impl Drop for Counted {
 
 /// How long a client's connection may read nothing before it is closed:
 /// the longest `stream_idle` of any provider, so a stream is never cut for
-/// a gap its own upstream may take (contract §8).
+/// a gap its own upstream may take (contract §8), plus a second so that a
+/// stream's own clock (`reliability::client_side`) cuts and charges it
+/// first; this then closes the connection its writes are stuck on.
 fn stall_limit(live: &Live) -> std::time::Duration {
     live.config
         .providers
@@ -357,6 +359,7 @@ fn stall_limit(live: &Live) -> std::time::Duration {
         .map(|p| p.timeouts.stream_idle)
         .max()
         .unwrap_or(std::time::Duration::from_secs(60))
+        + std::time::Duration::from_secs(1)
 }
 
 /// What a connection past `server.max_connections` gets, at once: 503 in

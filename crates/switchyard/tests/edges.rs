@@ -283,10 +283,8 @@ clients:
 
 /// Three streams opened and never read: their slots come back within the
 /// total timeout (here 2 s), every other client is served after that, the
-/// upstream calls are stopped, and what they produced is charged. (That a
-/// client reading nothing is cut off once the socket buffers are full is
-/// `reliability::relay`'s and `write_stall`'s unit tests: filling them
-/// takes megabytes.)
+/// upstream calls are stopped, and what they produced is charged. (A
+/// client whose socket buffers are full is the next test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_nobody_reads_free_their_slots_within_total() {
     let h = common::start(SLOTS).await;
@@ -342,6 +340,52 @@ async fn streams_nobody_reads_free_their_slots_within_total() {
     )
     .await;
     drop(silent);
+}
+
+/// A client that stops reading a long answer: once the socket buffers are
+/// full the gateway cannot write, and `stream_idle` (1 s) later the stream
+/// is cut — slot back, upstream call stopped, what it produced charged —
+/// long before the total (30 s) or the answer's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_cut_after_stream_idle() {
+    let h =
+        common::start(&SLOTS.replace("first_byte: 1s, total: 2s", "first_byte: 10s, total: 30s"))
+            .await;
+    // 10 MiB in 2,048 events, 2 ms apart: several times what the socket
+    // buffers hold (about 3 MB here), and 4 s or more to send.
+    h.mock.set_default(Behavior {
+        text: Some("word ".repeat(2 << 20)),
+        chunks: Some(2_048),
+        chunk_delay_ms: 2,
+        ..Behavior::default()
+    });
+    let body = json!({"model": "chat", "stream": true, "messages": common::user("hi")});
+    let started = Instant::now();
+    let mut tcp = raw_stream_request(&h, &body).await;
+    // Read the head, then nothing more.
+    let mut head = [0u8; 512];
+    let n = tcp.read(&mut head).await.unwrap();
+    let head = String::from_utf8_lossy(&head[..n]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    common::eventually(
+        || async { !h.decisions().is_empty() },
+        "the stream nobody reads is ended",
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "cut after {took:?}");
+    let d = &h.decisions()[0];
+    assert_eq!(d["outcome"], "request_timeout", "{d}");
+    assert_eq!(d["usage_estimated"], true, "{d}");
+    assert!(d["tokens"]["output"].as_u64().unwrap() > 0, "{d}");
+    common::eventually(
+        || async { h.mock.abandoned_bodies() == 1 },
+        "the upstream call stopped",
+    )
+    .await;
+    let r = post_as(&h, json!({"model": "chat", "messages": common::user("hi")})).await;
+    assert_eq!(r.status(), 200);
+    drop(tcp);
 }
 
 /// Everything the server sends on `tcp` until it closes the connection

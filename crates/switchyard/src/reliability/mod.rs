@@ -20,6 +20,7 @@
 //! happens before the client has seen a byte. Every attempt is logged.
 
 pub mod circuit;
+pub mod client_side;
 pub mod health;
 pub mod key_check;
 pub mod limits;

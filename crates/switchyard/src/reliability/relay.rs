@@ -8,16 +8,10 @@
 //! error event in the client's dialect, never a silent clean end. The
 //! request's decision-log line is written when the stream ends.
 //!
-//! The relay runs as its own task and hands the client's bytes over a small
-//! channel, so its clocks run whatever the client does (contract §8):
-//! ```text
-//!  upstream ──► relay task ──(channel, a few frames)──► client body (hyper)
-//!                 │  total_by: the stream ends, slot and reservation freed,
-//!                 │            even when the client reads nothing
-//!                 │  client reads nothing for stream_idle: cut off
-//!                 └  client gone (body dropped): the upstream call stops
-//!                    at once and what it produced is charged
-//! ```
+//! The relay is driven by the client's response body, in the client's
+//! connection task; `client_side` holds it to its clocks whatever the
+//! client does (contract §8): a client that goes away or takes nothing for
+//! `stream_idle` is cut, and the total ends the stream in any case.
 //! A stream that does not end well for the client's sake is charged all the
 //! same: the upstream's own usage when it sent it, else the prompt's
 //! estimate and the output relayed, counted with the tokenizer
@@ -28,16 +22,15 @@
 //! they make); the client's SSE writer (`ingress::sse_out`) only writes the
 //! bytes.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{FutureExt, Stream};
+use futures_util::FutureExt;
 use switchyard_protocol::sse::KEEPALIVE_FRAME;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+use super::client_side::{self, ClientBody, Cut, Out};
 
 use super::resume::{Resume, MAX_RESUMES};
 use crate::adapters::{silent, Step, UpstreamStream};
@@ -63,119 +56,23 @@ pub struct Relay {
     pub cache: Option<crate::state::cache::Slot>,
 }
 
-/// Frames in flight between the relay task and the client's connection:
-/// enough to keep both busy, few enough that a client that stops reading
-/// holds almost nothing.
-const IN_FLIGHT: usize = 4;
-
 /// The client's stream: the held first frame, then every event to the end.
-/// The relay runs on its own task (see the module doc); the body returned
-/// here only hands its frames to the client.
+/// The client's body drives the relay (see the module doc).
 pub fn relay(
     upstream: Box<UpstreamStream>,
     served: Arc<DeploymentRt>,
     with: Relay,
     ctx: RequestCtx,
 ) -> ClientBody {
-    let (tx, rx) = mpsc::channel(IN_FLIGHT);
-    let out = Out {
-        tx,
-        idle: with.limits.idle,
-        total_by: with.limits.total_by,
-    };
-    tokio::spawn(run(upstream, served, with, ctx, out));
-    ClientBody { rx, ended: false }
+    let (idle, total_by) = (with.limits.idle, with.limits.total_by);
+    client_side::drive(
+        move |out| run(upstream, served, with, ctx, out),
+        idle,
+        total_by,
+    )
 }
 
-/// One frame for the client, or the mark of a stream that ended as it
-/// should (the channel closing without it is a cut: the client's connection
-/// is then closed mid-body, never ended cleanly).
-enum Frame {
-    Data(Bytes),
-    End,
-}
-
-/// The client's side of the channel, as a response body.
-pub struct ClientBody {
-    rx: mpsc::Receiver<Frame>,
-    ended: bool,
-}
-
-impl Stream for ClientBody {
-    type Item = Result<Bytes, std::io::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        match self.rx.poll_recv(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Frame::Data(b))) => Poll::Ready(Some(Ok(b))),
-            Poll::Ready(Some(Frame::End)) => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-            Poll::Ready(None) => {
-                self.ended = true;
-                Poll::Ready(Some(Err(std::io::Error::other("the stream was cut off"))))
-            }
-        }
-    }
-}
-
-/// Why the client stopped taking the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cut {
-    /// The client closed its connection.
-    Gone,
-    /// It read nothing for `stream_idle`.
-    Stalled,
-    /// The total timeout passed while the client was not reading.
-    PastTotal,
-}
-
-/// The sending half, with the clocks that bound a client that stops reading.
-struct Out {
-    tx: mpsc::Sender<Frame>,
-    idle: Duration,
-    total_by: Instant,
-}
-
-impl Out {
-    /// Hand one frame over. Almost always there is room at once (no timer
-    /// is armed); when the client has stopped reading, wait for room at most
-    /// `stream_idle`, and never past the total timeout.
-    async fn send(&self, b: Bytes) -> Result<(), Cut> {
-        let b = match self.tx.try_send(Frame::Data(b)) {
-            Ok(()) => return Ok(()),
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Cut::Gone),
-            Err(mpsc::error::TrySendError::Full(f)) => f,
-        };
-        let now = Instant::now();
-        let by = (now + self.idle).min(self.total_by);
-        match tokio::time::timeout_at(by, self.tx.send(b)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(Cut::Gone),
-            Err(_) if Instant::now() >= self.total_by => Err(Cut::PastTotal),
-            Err(_) => Err(Cut::Stalled),
-        }
-    }
-
-    /// The stream ended as it should: the client's body ends cleanly.
-    async fn end(&self) {
-        let _ = self.send_end().await;
-    }
-
-    async fn send_end(&self) -> Result<(), Cut> {
-        let by = (Instant::now() + self.idle).min(self.total_by);
-        match tokio::time::timeout_at(by, self.tx.send(Frame::End)).await {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(Cut::Stalled),
-        }
-    }
-}
-
-/// The relay task: the stream from its held first frame to its end.
+/// The relay: the stream from its held first frame to its end.
 async fn run(
     mut upstream: Box<UpstreamStream>,
     mut served: Arc<DeploymentRt>,
@@ -212,13 +109,13 @@ async fn run(
         let end: Result<(), GatewayError> = loop {
             let woke = tokio::select! {
                 biased;
+                cut = out.cut() => Wake::Cut(cut),
                 next = upstream.next() => Wake::Upstream(next),
                 () = &mut timer => Wake::Timer,
-                () = out.tx.closed() => Wake::ClientGone,
             };
             match woke {
-                Wake::ClientGone => {
-                    return charge_cut(Cut::Gone, upstream, &served, client, ctx).await;
+                Wake::Cut(cut) => {
+                    return charge_cut(cut, upstream, &served, client, ctx).await;
                 }
                 Wake::Timer => {
                     let now = Instant::now();
@@ -345,7 +242,7 @@ async fn run(
 /// them; the request is settled already.
 async fn send_or_cut_end(out: &Out, frame: Bytes) {
     if out.send(frame).await.is_ok() {
-        out.end().await;
+        out.end();
     }
 }
 
@@ -490,7 +387,7 @@ fn done(buf: Option<bytes::BytesMut>, first: Bytes) -> Bytes {
 enum Wake {
     Upstream(Result<Option<Step>, GatewayError>),
     Timer,
-    ClientGone,
+    Cut(Cut),
 }
 
 /// The next moment something may be due: idle timeout, keep-alive, or total.
@@ -509,103 +406,5 @@ fn complete_or_cut(s: &UpstreamStream) -> Result<(), GatewayError> {
             ErrorCode::UpstreamError,
             "upstream stream ended without a finish reason",
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn out(idle: Duration, total: Duration) -> (Out, ClientBody) {
-        let (tx, rx) = mpsc::channel(IN_FLIGHT);
-        let out = Out {
-            tx,
-            idle,
-            total_by: Instant::now() + total,
-        };
-        (out, ClientBody { rx, ended: false })
-    }
-
-    async fn fill(out: &Out) {
-        for _ in 0..IN_FLIGHT {
-            out.send(Bytes::from_static(b"x")).await.unwrap();
-        }
-    }
-
-    /// A client that reads nothing: cut off after `stream_idle`, no sooner.
-    #[tokio::test(start_paused = true)]
-    async fn a_client_that_reads_nothing_is_cut_after_stream_idle() {
-        let (out, _body) = out(Duration::from_secs(3), Duration::from_secs(60));
-        fill(&out).await;
-        let started = Instant::now();
-        assert_eq!(out.send(Bytes::from_static(b"y")).await, Err(Cut::Stalled));
-        assert_eq!(started.elapsed(), Duration::from_secs(3));
-    }
-
-    /// …and never past the total timeout.
-    #[tokio::test(start_paused = true)]
-    async fn the_total_timeout_bounds_a_client_that_reads_nothing() {
-        let (out, _body) = out(Duration::from_secs(30), Duration::from_secs(2));
-        fill(&out).await;
-        let started = Instant::now();
-        assert_eq!(
-            out.send(Bytes::from_static(b"y")).await,
-            Err(Cut::PastTotal)
-        );
-        assert_eq!(started.elapsed(), Duration::from_secs(2));
-    }
-
-    /// A client that went away is seen at once; one that reads slowly but
-    /// steadily is not cut.
-    #[tokio::test(start_paused = true)]
-    async fn a_gone_client_is_seen_at_once_and_a_slow_one_is_served() {
-        use futures_util::StreamExt;
-        let (out, body) = out(Duration::from_secs(3), Duration::from_secs(600));
-        fill(&out).await;
-        let reader = tokio::spawn(async move {
-            let mut body = body;
-            let mut got = 0;
-            while let Some(Ok(_)) = body.next().await {
-                got += 1;
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            got
-        });
-        for _ in 0..10 {
-            out.send(Bytes::from_static(b"z"))
-                .await
-                .expect("a steady reader");
-        }
-        out.end().await;
-        assert_eq!(reader.await.unwrap(), IN_FLIGHT + 10);
-        let (out, body) = out_pair();
-        drop(body);
-        let started = Instant::now();
-        assert_eq!(out.send(Bytes::from_static(b"y")).await, Err(Cut::Gone));
-        assert_eq!(started.elapsed(), Duration::ZERO);
-    }
-
-    fn out_pair() -> (Out, ClientBody) {
-        out(Duration::from_secs(3), Duration::from_secs(60))
-    }
-
-    /// A body whose relay stopped without its end mark is an error to the
-    /// client's connection (closed mid-body), never a clean end.
-    #[tokio::test]
-    async fn a_cut_stream_is_not_a_clean_end() {
-        use futures_util::StreamExt;
-        let (out, mut body) = out_pair();
-        out.send(Bytes::from_static(b"a")).await.unwrap();
-        drop(out);
-        assert_eq!(
-            body.next().await.unwrap().unwrap(),
-            Bytes::from_static(b"a")
-        );
-        assert!(body.next().await.unwrap().is_err());
-        assert!(body.next().await.is_none());
-        let (out, mut body) = out_pair();
-        out.end().await;
-        drop(out);
-        assert!(body.next().await.is_none(), "ended as it should");
     }
 }
