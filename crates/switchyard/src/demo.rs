@@ -12,72 +12,15 @@ use crate::config::{self, Config};
 
 /// The demo config for mocks listening at `mock_url` (e.g. `http://127.0.0.1:41234`).
 pub fn config_yaml(mock_url: &str, listen: &str, admin_listen: &str) -> String {
-    format!(
-        r#"# switchyard demo: three mock deployments, four routes.
-server:
-  listen: {listen}
-  admin_listen: {admin_listen}
-
-providers:
-  mock-openai:
-    protocol: openai
-    base_url: {mock_url}/v1
-  mock-anthropic:
-    protocol: anthropic
-    base_url: {mock_url}
-  mock-gemini:
-    protocol: gemini
-    base_url: {mock_url}
-
-models:
-  - id: mock-openai/gpt-4o-mini
-    provider: mock-openai
-    model: gpt-4o-mini
-    context_window: 128000
-    max_output_tokens: 16384
-    capabilities: [tools, vision, json_schema, streaming, prefill]
-    pricing: {{ input: 0.15, output: 0.60, cached_input: 0.075 }}
-  - id: mock-anthropic/claude-sonnet
-    provider: mock-anthropic
-    model: claude-sonnet-4-5
-    context_window: 200000
-    max_output_tokens: 8192
-    capabilities: [tools, vision, streaming, prefill]
-    pricing: {{ input: 3.00, output: 15.00, cached_input: 0.30 }}
-  - id: mock-gemini/gemini-flash
-    provider: mock-gemini
-    model: gemini-2.5-flash
-    context_window: 1048576
-    max_output_tokens: 8192
-    capabilities: [tools, vision, json_schema, streaming]
-    pricing: {{ input: 0.30, output: 2.50 }}
-
-routes:
-  chat:
-    strategy: priority
-    targets: [mock-openai/gpt-4o-mini, mock-anthropic/claude-sonnet]
-    fallbacks: [mock-gemini/gemini-flash]
-  cheap:
-    strategy: cost
-    targets: [mock-gemini/gemini-flash, mock-openai/gpt-4o-mini]
-  # For the agent CLIs: the model names they send (`--model` / `model =`).
-  # Claude Code asks for up to 128k output tokens: more than gpt-4o-mini's window.
-  claude-sonnet-5-5:
-    targets: [mock-anthropic/claude-sonnet]
-    fallbacks: [mock-gemini/gemini-flash]
-  gpt-5.5:
-    targets: [mock-openai/gpt-4o-mini]
-    fallbacks: [mock-gemini/gemini-flash]
-
-# Ask twice with `"temperature": 0` and the second answer comes from here
-# (`x-switchyard-cache: hit`).
-cache: {{ backend: memory, ttl: 5m }}
-
-observability:
-  log_format: pretty
-"#
-    )
+    DEMO_YAML
+        .replace("{mock_url}", mock_url)
+        .replace("{listen}", listen)
+        .replace("{admin_listen}", admin_listen)
 }
+
+/// The demo config's text, with `{mock_url}`, `{listen}` and
+/// `{admin_listen}` to fill (the config tests load it too).
+pub const DEMO_YAML: &str = include_str!("demo.yaml");
 
 pub struct Demo {
     pub mock: MockServer,

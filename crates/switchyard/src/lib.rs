@@ -1,6 +1,6 @@
 //! switchyard: an LLM gateway.
 //!
-//! The request path, in the order of the modules below:
+//! The request path:
 //!
 //! ```text
 //! client ─► ingress (auth, body, Live snapshot)
@@ -11,33 +11,72 @@
 //!                                 └► adapters::<protocol> ─► upstream::client ─► provider
 //!          ◄── ingress::respond / ingress::sse_out (event by event) ◄──┘
 //! ```
-//! Beside the path: `config` (YAML → validated model), `state` (the live
-//! snapshot, the response cache), `observe` (decision log, redaction,
-//! logging, trace ids, the OTLP wire format), `sinks` (where a
-//! finished request goes), `usage` (the cost ledger), `governance` (who,
-//! and what they may spend), `admin`.
+//! Beside the path: `config` (YAML → validated model), `live` (the config
+//! snapshot a request keeps), `registry` (circuits, health, limits, keys:
+//! kept across reloads), `state` (storage: memory or Redis, the response
+//! cache, stored responses), `observe` (the request's record, decision log,
+//! redaction, logging, trace ids, the OTLP wire format), `sinks` (where a
+//! finished record goes), `usage` (the cost ledger), `governance` (who, and
+//! what they may spend), `admin`.
+//!
+//! Layers, lowest first. A module uses only the layers below its own, never
+//! one above and never another of its own line (`tests/layers.rs` reads the
+//! sources and holds every `crate::` path to this table):
+//! ```text
+//! layer 0   error names secret tokenize write_stall prop
+//! layer 1   config
+//! layer 2   observe
+//! layer 3   upstream
+//! layer 4   usage
+//! layer 5   sinks state
+//! layer 6   governance
+//! layer 7   registry
+//! layer 8   doors
+//! layer 9   adapters
+//! layer 10  live
+//! layer 11  route
+//! layer 12  reliability
+//! layer 13  app demo
+//! layer 14  ingress admin
+//! layer 15  routes
+//! layer 16  server
+//! layer 17  cli
+//! ```
 
-pub mod adapters;
-pub mod doors;
-pub mod ingress;
-pub mod reliability;
-pub mod route;
-pub mod upstream;
-
-pub mod admin;
-pub mod app;
-pub mod cli;
-pub mod config;
-pub mod demo;
 pub mod error;
-pub mod governance;
 pub mod names;
-pub mod observe;
 #[cfg(test)]
 pub(crate) mod prop;
-pub mod server;
+pub mod secret;
+pub mod tokenize;
+pub mod write_stall;
+
+pub mod config;
+pub mod observe;
+pub mod upstream;
+pub mod usage;
+
 pub mod sinks;
 pub mod state;
-pub mod tokenize;
-pub mod usage;
-pub mod write_stall;
+
+pub mod governance;
+pub mod registry;
+
+pub mod doors;
+
+pub mod adapters;
+pub mod live;
+pub mod route;
+
+pub mod reliability;
+
+pub mod app;
+pub mod demo;
+
+pub mod admin;
+pub mod ingress;
+
+pub mod routes;
+pub mod server;
+
+pub mod cli;

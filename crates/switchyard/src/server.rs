@@ -20,12 +20,12 @@ use axum::serve::ListenerExt;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{self, App};
+use crate::app::App;
 use crate::config::Config;
+use crate::live::Live;
 use crate::observe::decision_log::DecisionSink;
-use crate::state::live::Live;
+use crate::registry::Registry;
 use crate::state::memory::MemoryStore;
-use crate::state::store::Registry;
 use crate::write_stall::WriteStall;
 
 /// Where client connections are served.
@@ -131,7 +131,11 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let admin = bind(admin_listen, false).await?;
     let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let mut tasks = vec![
-        serve(admin, app::admin_router(app.clone()), shutdown.clone()),
+        serve(
+            admin,
+            crate::routes::admin_router(app.clone()),
+            shutdown.clone(),
+        ),
         sighup_reload(app.clone(), shutdown.clone()),
         sweep(store, shutdown.clone()),
         crate::reliability::key_check::spawn(app.live.clone(), shutdown.clone()),
@@ -296,7 +300,9 @@ type Reply = std::pin::Pin<
 
 impl ClientService {
     fn new(app: App) -> Self {
-        let router = hyper_util::service::TowerToHyperService::new(app::client_router(app.clone()));
+        let router = hyper_util::service::TowerToHyperService::new(crate::routes::client_router(
+            app.clone(),
+        ));
         ClientService { app, router }
     }
 }
@@ -522,7 +528,7 @@ async fn open_usage(
         );
         return Ok(None);
     };
-    crate::governance::restore::restore(live, &store)
+    crate::governance::restore::restore(live.clients(), live.governed(), &store)
         .await
         .map_err(|e| format!("usage store ({}): {e}", store.name))?;
     tracing::info!(store = %store.name, "usage store ready");
@@ -571,7 +577,7 @@ fn sync_issued_keys(
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {
                     let live = app.live.load_full();
-                    match crate::governance::restore::sync_keys(&live, &store).await {
+                    match crate::governance::restore::sync_keys(live.governed(), &store).await {
                         Ok(()) => failing = false,
                         Err(e) if !failing => {
                             failing = true;

@@ -6,10 +6,10 @@ use switchyard_protocol::openai::{self as oa, UpstreamEdits};
 use switchyard_protocol::passthrough::{self, Splice};
 
 use super::{Adapter, Inbound};
+use crate::adapters::deployment::DeploymentRt;
 use crate::config::Capability;
 use crate::doors::responses::ResponsesIn;
 use crate::error::GatewayError;
-use crate::state::live::DeploymentRt;
 
 /// What goes upstream, and what the answer's translation must know about it.
 #[derive(Debug, Default)]

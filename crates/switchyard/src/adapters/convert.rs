@@ -8,8 +8,8 @@ use switchyard_protocol::openai as oa;
 
 use super::body::Outbound;
 use super::{Dialect, Inbound, JsonAnswer};
+use crate::adapters::deployment::DeploymentRt;
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::DeploymentRt;
 
 pub fn answer(
     dep: &DeploymentRt,

@@ -15,9 +15,9 @@ use switchyard_protocol::ir::{ChatRequest, Usage};
 use switchyard_protocol::passthrough::{self, Splice};
 
 use super::{send, Adapter, Answer, CallInfo, Inbound, JsonAnswer};
+use crate::adapters::deployment::DeploymentRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::DeploymentRt;
 
 /// Does this deployment count without an upstream call?
 pub fn is_local(dep: &DeploymentRt) -> bool {

@@ -21,10 +21,10 @@ use switchyard_protocol::ir::Usage;
 use switchyard_protocol::passthrough::{self, Splice};
 
 use super::{send, Adapter, Answer, CallInfo, JsonAnswer};
+use crate::adapters::deployment::DeploymentRt;
 use crate::config::ProviderKey;
 use crate::doors::embeddings::{EmbedInput, EmbeddingsRequest};
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::DeploymentRt;
 
 pub async fn embeddings(
     dep: &DeploymentRt,

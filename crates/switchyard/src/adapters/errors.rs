@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
 
-use super::retry_after;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::observe::redact::redact;
+use crate::upstream::retry_after;
 
 /// What a protocol's error body said, beyond the status.
 #[derive(Debug, Default)]

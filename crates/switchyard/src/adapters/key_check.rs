@@ -14,9 +14,9 @@ use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use tokio::time::Instant;
 
 use super::{anthropic, endpoint, gemini, openai, read_body, Adapter};
+use crate::adapters::deployment::ProviderRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
-use crate::state::live::ProviderRt;
 
 /// The longest a check may take (the provider's own timeouts may be
 /// shorter).

@@ -13,13 +13,13 @@ pub mod anthropic;
 pub mod body;
 pub mod convert;
 pub mod count_tokens;
+pub mod deployment;
 pub mod embeddings;
 pub mod endpoint;
 pub mod errors;
 pub mod gemini;
 pub mod key_check;
 pub mod openai;
-pub mod retry_after;
 pub mod send;
 pub mod stream;
 pub mod translate;
@@ -33,11 +33,11 @@ use http_body_util::BodyExt;
 use switchyard_protocol::ir::Usage;
 use tokio::time::Instant;
 
+use crate::adapters::deployment::DeploymentRt;
 use crate::config::{Protocol, ProviderKey};
 use crate::doors::Door;
 pub use crate::doors::Inbound;
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::DeploymentRt;
 pub use stream::{Step, UpstreamStream};
 
 /// The wire dialect an upstream speaks.

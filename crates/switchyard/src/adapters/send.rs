@@ -8,9 +8,9 @@ use http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
 use tokio::time::Instant;
 
 use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
+use crate::adapters::deployment::DeploymentRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
-use crate::state::live::DeploymentRt;
 use crate::upstream::client::{SendError, UpstreamBody};
 
 /// Largest upstream JSON answer we read.
@@ -211,10 +211,10 @@ mod tests {
             (e.code, e.source),
             (ErrorCode::ConnectionError, Source::Gateway)
         );
-        assert!(!crate::reliability::circuit::counts_as_failure(&e));
+        assert!(!crate::registry::circuit::counts_as_failure(&e));
         let refused = SendError::Connect(Box::new(std::io::Error::from_raw_os_error(111)));
         let e = connect_error(&refused);
         assert_eq!(e.source, Source::Upstream);
-        assert!(crate::reliability::circuit::counts_as_failure(&e));
+        assert!(crate::registry::circuit::counts_as_failure(&e));
     }
 }

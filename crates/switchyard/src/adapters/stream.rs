@@ -20,9 +20,9 @@ use tokio::time::Instant;
 
 use super::silent;
 use super::translate::{self, Decoded, Mode};
+use crate::adapters::deployment::ProviderRt;
 use crate::doors::{Door, Encoder, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::ProviderRt;
 use crate::upstream::events::{EventsError, UpstreamEvents};
 use switchyard_protocol::responses::Problem;
 
@@ -125,7 +125,7 @@ impl Seen {
 pub struct UpstreamStream {
     /// The deployment's concurrency slot, in-flight count and tpm
     /// reservation, held until the stream ends (or is dropped).
-    pub hold: Option<crate::reliability::Held>,
+    pub hold: Option<crate::registry::held::Held>,
     events: UpstreamEvents,
     mode: Mode,
     door: Door,

@@ -11,9 +11,9 @@ use switchyard_protocol::sse::SseEvent;
 
 use super::body::Outbound;
 use super::{Dialect, Inbound};
+use crate::adapters::deployment::DeploymentRt;
 use crate::doors::{Door, Encoder};
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::DeploymentRt;
 
 #[expect(
     clippy::large_enum_variant,

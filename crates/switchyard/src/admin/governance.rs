@@ -213,7 +213,7 @@ struct FleetBudgets {
 impl FleetBudgets {
     /// `None` when there is no fleet or Redis is away: the instance's own
     /// figures are all there is.
-    async fn read(live: &crate::state::live::Live, now: i64) -> Option<FleetBudgets> {
+    async fn read(live: &crate::live::Live, now: i64) -> Option<FleetBudgets> {
         let fleet = live.registry.fleet.clone().filter(|f| f.is_up())?;
         let clients: Vec<(String, String)> = live
             .config

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
 use crate::app::App;
-use crate::state::live::Live;
+use crate::live::Live;
 
 pub mod auth;
 pub mod dashboard;
@@ -102,7 +102,7 @@ pub async fn state(State(app): State<App>) -> Response {
 #[derive(serde::Serialize)]
 struct DeploymentView<'a> {
     #[serde(flatten)]
-    state: crate::state::store::DeploymentAdmin,
+    state: crate::registry::DeploymentAdmin,
     provider: Option<&'a str>,
     model: Option<&'a str>,
     rpm_limit: Option<u32>,
@@ -110,7 +110,7 @@ struct DeploymentView<'a> {
 }
 
 impl<'a> DeploymentView<'a> {
-    fn new(live: &'a Live, state: crate::state::store::DeploymentAdmin) -> Self {
+    fn new(live: &'a Live, state: crate::registry::DeploymentAdmin) -> Self {
         let rt = live.deployments.get(&state.id);
         let limits = rt.map(|d| d.provider.cfg.limits);
         DeploymentView {
@@ -228,8 +228,8 @@ pub async fn reset_key(
     axum::Json(serde_json::json!({
         "provider": name,
         "label": label,
-        "was": was.unwrap_or(crate::reliability::health::KeyStatus::Active),
-        "status": crate::reliability::health::KeyStatus::Active,
+        "was": was.unwrap_or(crate::registry::health::KeyStatus::Active),
+        "status": crate::registry::health::KeyStatus::Active,
     }))
     .into_response()
 }

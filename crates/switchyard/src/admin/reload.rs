@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::config;
+use crate::live::Live;
 use crate::observe::metrics::ResultLabels;
-use crate::state::live::Live;
 
 pub async fn from_file(app: &App) -> Result<String, Vec<String>> {
     let Some(path) = &app.config_path else {
@@ -64,7 +64,10 @@ async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<Strin
             if let Some(store) = &app.usage {
                 // Budgets of clients the new config added, before they
                 // can send a request.
-                if let Err(e) = crate::governance::restore::restore(&live, store).await {
+                if let Err(e) =
+                    crate::governance::restore::restore(live.clients(), live.governed(), store)
+                        .await
+                {
                     tracing::error!("reload: the usage store did not answer ({e}); budgets of new clients start from zero");
                 }
             }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::observe::redact::Secret;
+use crate::secret::Secret;
 
 /// The whole validated config. Immutable once built; reloads build a new one.
 #[derive(Debug, Clone)]

@@ -5,8 +5,9 @@
 //! answer, a stream (live or continuing one that broke), an error (as a
 //! response, or as the event that ends a stream) and a degraded answer.
 //!
-//! Layering: doors sit on the protocol crate and `error` only; adapters,
-//! reliability and ingress use them, never the other way round. Adding a
+//! Layering: doors sit on the protocol crate, `error`, `names`, `config`, `tokenize`
+//! (the input estimate) and `state` (stored Responses-API answers); adapters,
+//! route, reliability and ingress use them, never the other way round. Adding a
 //! door is a new module and a variant here; every `match` over [`Door`] is
 //! exhaustive, so the compiler lists what it must learn.
 

@@ -4,13 +4,33 @@
 //! new config added, or whose budget period it changed); issued keys also every few seconds (`sync_keys`), so
 //! instances sharing a store agree on them.
 
-use crate::state::live::Live;
+use std::sync::Arc;
+
+use crate::config::Client;
+use crate::state::fleet::Fleet;
 use crate::usage::UsageStore;
 
-pub async fn restore(live: &Live, store: &UsageStore) -> Result<(), String> {
+use super::budget::Budgets;
+use super::keys::IssuedKeys;
+
+/// What governance keeps at run time and rebuilds: the budgets, the issued
+/// keys, and the fleet they are shared with (`state.backend: redis`).
+pub struct Governed<'a> {
+    pub budgets: &'a Budgets,
+    pub issued_keys: &'a IssuedKeys,
+    pub fleet: Option<&'a Fleet>,
+}
+
+/// Each budgeted client's spend in its window (`clients` with their ids),
+/// then the issued keys.
+pub async fn restore<'c>(
+    clients: impl Iterator<Item = (&'c Client, &'c Arc<str>)>,
+    g: Governed<'_>,
+    store: &UsageStore,
+) -> Result<(), String> {
     let now = crate::usage::query::now_ms();
-    let budgets = &live.registry.budgets;
-    for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
+    let budgets = g.budgets;
+    for (c, id) in clients {
         let Some(b) = c.budget else { continue };
         if !budgets.needs_seed(id, b.per) {
             continue;
@@ -22,16 +42,16 @@ pub async fn restore(live: &Live, store: &UsageStore) -> Result<(), String> {
             tracing::info!(client = %id, spent_usd = spent, "budget: spend of this window restored from the usage store");
         }
     }
-    sync_keys(live, store).await
+    sync_keys(g, store).await
 }
 
 /// The issued keys as the store has them now: what another instance sharing
 /// the store issued works here, what it revoked stops working here.
-pub async fn sync_keys(live: &Live, store: &UsageStore) -> Result<(), String> {
+pub async fn sync_keys(g: Governed<'_>, store: &UsageStore) -> Result<(), String> {
     let snapshot_ms = crate::usage::query::now_ms();
     // In a fleet the keys are the store's and the fleet's, less the ones
     // revoked anywhere; without Redis the set stays as it is.
-    let shared = match &live.registry.fleet {
+    let shared = match g.fleet {
         Some(f) => match f.all_keys().await {
             Some(s) => Some(s),
             None => return Ok(()),
@@ -58,6 +78,6 @@ pub async fn sync_keys(live: &Live, store: &UsageStore) -> Result<(), String> {
         keys.extend(fleet_keys.iter().filter_map(super::keys::from_shared));
         keys.retain(|(_, k)| !revoked.iter().any(|r| **r == *k.id));
     }
-    live.registry.issued_keys.replace(keys, snapshot_ms);
+    g.issued_keys.replace(keys, snapshot_ms);
     Ok(())
 }

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::governance::Principal;
-use crate::state::live::{Live, Target};
+use crate::live::{Live, Target};
 
 /// `Ok(None)` when the gateway is open (no `clients:` section).
 pub fn authenticate<'l>(
@@ -128,8 +128,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::registry::Registry;
     use crate::state::memory::MemoryStore;
-    use crate::state::store::Registry;
 
     /// A gateway whose one client's key is the empty string: what `check`
     /// refuses, built anyway (a config from before that check, an issued key).

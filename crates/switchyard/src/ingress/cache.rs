@@ -14,13 +14,15 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::respond::{self, ServedHeaders};
+use crate::adapters::deployment::DeploymentRt;
 use crate::config::CacheWhen;
 use crate::doors::normalize::Normalized;
 use crate::doors::{Door, Inbound};
 use crate::governance::Principal;
-use crate::observe::ctx::{CacheLookup, RequestCtx};
+use crate::live::Live;
+use crate::observe::record::CacheLookup;
+use crate::reliability::ctx::RequestCtx;
 use crate::state::cache::{CacheKey, CachedAnswer, Slot};
-use crate::state::live::{DeploymentRt, Live};
 
 /// How one request uses the cache.
 #[derive(Clone)]

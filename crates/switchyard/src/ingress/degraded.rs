@@ -11,7 +11,7 @@ use switchyard_protocol::ir::{ChatResponse, FinishReason, StreamEvent};
 use super::respond::{self, ServedHeaders};
 use crate::doors::Door;
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::Live;
+use crate::live::Live;
 
 /// `Some` when degraded answers are on and `e` means "nobody could serve".
 pub fn reply(

@@ -25,7 +25,7 @@ async fn count_unreported(
     req: &embeddings::EmbeddingsRequest<'_>,
     model: &str,
     j: &mut crate::adapters::JsonAnswer,
-    ctx: &mut crate::observe::ctx::RequestCtx,
+    ctx: &mut crate::reliability::ctx::RequestCtx,
 ) {
     if j.usage.input_tokens > 0 || req.inputs.is_empty() {
         return;

@@ -59,14 +59,6 @@ fn next_u64() -> u64 {
     })
 }
 
-/// The trace id of a W3C `traceparent` (`00-<trace>-<span>-<flags>`).
-pub fn trace_id(headers: &HeaderMap) -> Option<String> {
-    let tp = headers.get(&names::TRACEPARENT)?.to_str().ok()?;
-    let mut parts = tp.split('-');
-    let (_version, trace) = (parts.next()?, parts.next()?);
-    (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit())).then(|| trace.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

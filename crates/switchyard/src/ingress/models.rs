@@ -18,7 +18,7 @@ use super::{auth, request_id, respond};
 use crate::app::App;
 use crate::doors::Door;
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::{Live, Target};
+use crate::live::{Live, Target};
 
 /// One model the caller may name.
 struct Entry {

@@ -19,11 +19,12 @@ use crate::config::StreamInterrupt;
 use crate::doors::normalize::{normalize, Normalized};
 use crate::error::{ErrorCode, GatewayError};
 use crate::governance::Principal;
-use crate::observe::ctx::{CandidateLog, RequestCtx};
+use crate::live::{Live, Target};
+use crate::observe::record::CandidateLog;
+use crate::reliability::ctx::RequestCtx;
 use crate::reliability::resume::Resume;
 use crate::reliability::{self, Served};
 use crate::route::{self, Facts};
-use crate::state::live::{Live, Target};
 
 /// One front door from the raw request to the response: authenticate, read
 /// the body within `max_body`, `decode` it in the door's dialect, then route,
@@ -234,7 +235,7 @@ pub(crate) struct Planned<'l> {
 /// with the real tokens when the answer is done) and what its
 /// `x-ratelimit-*` headers say.
 pub struct ClientGrant {
-    pub reservation: crate::reliability::limits::Reservation,
+    pub reservation: crate::registry::limits::Reservation,
     pub rate: respond::RateHeaders,
 }
 
@@ -384,7 +385,7 @@ fn client_limits(
             rate: respond::RateHeaders {
                 requests: limits.rpm.map(|l| (u64::from(l), r.requests_used)),
                 tokens: limits.tpm.map(|l| (l, r.tokens_used)),
-                reset: crate::reliability::limits::window_retry(),
+                reset: crate::registry::limits::window_retry(),
             },
             reservation: r,
         })),
@@ -402,7 +403,7 @@ fn shared_grant(ctx: &mut RequestCtx) -> Option<ClientGrant> {
         rate: respond::RateHeaders {
             requests: g.rpm.map(|l| (u64::from(l), g.reservation.requests_used)),
             tokens: g.tpm.map(|l| (l, g.reservation.tokens_used)),
-            reset: crate::reliability::limits::window_retry(),
+            reset: crate::registry::limits::window_retry(),
         },
         reservation: g.reservation,
     })

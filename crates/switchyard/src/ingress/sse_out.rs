@@ -5,10 +5,10 @@ use axum::response::Response;
 use http::StatusCode;
 
 use super::respond::{self, ServedHeaders};
+use crate::adapters::deployment::DeploymentRt;
 use crate::adapters::UpstreamStream;
-use crate::observe::ctx::RequestCtx;
+use crate::reliability::ctx::RequestCtx;
 use crate::reliability::relay::relay;
-use crate::state::live::DeploymentRt;
 use std::sync::Arc;
 
 pub use crate::reliability::relay::Relay;

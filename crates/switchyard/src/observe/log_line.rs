@@ -5,14 +5,14 @@
 //! `serde_json::to_writer` makes of the derived `Serialize` (a test holds the
 //! two together), so the derive stays the field list's single source.
 
-use super::ctx::{AttemptLog, CandidateLog, RequestCtx};
+use super::record::{AttemptLog, CandidateLog, Record};
 
-impl RequestCtx {
+impl Record {
     /// Appends this request's decision-log line (no newline).
     pub fn write_line(&self, out: &mut Vec<u8>) {
         let mut w = Line(out);
         w.raw(b"{\"ts\":");
-        w.string(&super::ctx::format_rfc3339(self.ts));
+        w.string(&super::record::format_rfc3339(self.ts));
         w.raw(b",\"request_id\":");
         w.string(&self.request_id);
         w.raw(b",\"trace_id\":");
@@ -210,23 +210,18 @@ mod tests {
     use super::*;
     use crate::error::{ErrorCode, GatewayError};
 
-    fn serde_line(ctx: &RequestCtx) -> String {
+    fn serde_line(ctx: &Record) -> String {
         serde_json::to_string(ctx).unwrap()
     }
 
-    fn hand_line(ctx: &RequestCtx) -> String {
+    fn hand_line(ctx: &Record) -> String {
         let mut out = Vec::new();
         ctx.write_line(&mut out);
         String::from_utf8(out).unwrap()
     }
 
-    fn ctx() -> RequestCtx {
-        RequestCtx::new(
-            "req_\"odd\\id\u{1}".into(),
-            None,
-            Arc::from("v1"),
-            crate::sinks::Sinks::default(),
-        )
+    fn ctx() -> Record {
+        Record::new("req_\"odd\\id\u{1}".into(), None, Arc::from("v1"))
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! redaction, the process's log subscriber, and what a traced request
 //! carries while it runs (`trace`).
 
-pub mod ctx;
 pub mod decision_log;
 mod log_line;
 pub mod logging;
 pub mod metrics;
 pub mod otlp;
+pub mod record;
 pub mod redact;
+pub mod sink;
 pub mod trace;

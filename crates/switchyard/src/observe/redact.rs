@@ -1,39 +1,10 @@
-//! Secrets as a type, and redaction of upstream messages: every text an
+//! Redaction of upstream messages: every text an
 //! upstream wrote that goes on to a client or a log (error bodies, in-stream
 //! errors) is masked against the provider's configured key values as well
 //! as anything shaped like a key. Only errors are redacted: the content an
 //! upstream streams is never scanned.
 
-use std::fmt;
-
 use crate::error::GatewayError;
-
-/// A value that never prints: `Debug` and `Display` show `*****`, and it is not
-/// `Serialize`, so it cannot reach a log line or an error body by accident.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret<T>(T);
-
-impl<T> Secret<T> {
-    pub fn new(value: T) -> Self {
-        Secret(value)
-    }
-    /// The one way to read the value: call sites are greppable.
-    pub fn expose(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> fmt::Debug for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("*****")
-    }
-}
-
-impl<T> fmt::Display for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("*****")
-    }
-}
 
 /// Patterns of API keys as providers echo them back in error messages
 /// (OpenAI `sk-…` / `sk-proj-…`, Anthropic `sk-ant-…`, Google `AIza…`, bearer
@@ -85,12 +56,6 @@ pub fn redact_error(mut e: GatewayError, known: &[&str]) -> GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_never_print() {
-        let s = Secret::new("sk-live-123".to_owned());
-        assert_eq!(format!("{s} {s:?}"), "***** *****");
-    }
 
     #[test]
     fn redacts_known_and_key_shaped_strings() {

@@ -2,7 +2,7 @@
 //! its trace id (the caller's `traceparent`'s, else a fresh one), whether it
 //! is sampled, its own span id and each attempt's, so that the upstream
 //! request's `traceparent` names the attempt span as its parent. The spans
-//! themselves are built after the fact from the finished `RequestCtx`
+//! themselves are built after the fact from the finished `Record`
 //! (`sinks::trace`), so the hot path pays for a few random numbers and one
 //! header, not for a tracer.
 
@@ -63,6 +63,14 @@ fn hex_u64(b: &[u8]) -> Option<u64> {
         };
         Some(n << 4 | u64::from(d))
     })
+}
+
+/// The trace id of a W3C `traceparent` (`00-<trace>-<span>-<flags>`).
+pub fn trace_id(headers: &http::HeaderMap) -> Option<String> {
+    let tp = headers.get(&names::TRACEPARENT)?.to_str().ok()?;
+    let mut parts = tp.split('-');
+    let (_version, trace) = (parts.next()?, parts.next()?);
+    (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit())).then(|| trace.to_owned())
 }
 
 /// The caller's `traceparent`, parsed, if it sent a valid one.

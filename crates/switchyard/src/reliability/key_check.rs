@@ -19,8 +19,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::adapters::deployment::DeploymentRt;
 use crate::adapters::key_check::{self, Verdict};
-use crate::state::live::{DeploymentRt, Live, SharedLive};
+use crate::live::{Live, SharedLive};
 
 /// How long after a key is seen aside it is first checked.
 pub const FIRST_CHECK: Duration = Duration::from_secs(2);

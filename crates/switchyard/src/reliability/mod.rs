@@ -19,11 +19,9 @@
 //! opened up to their first event inside the attempt, so everything here
 //! happens before the client has seen a byte. Every attempt is logged.
 
-pub mod circuit;
 pub mod client_side;
-pub mod health;
+pub mod ctx;
 pub mod key_check;
-pub mod limits;
 pub mod relay;
 pub mod resume;
 pub mod retry;
@@ -33,16 +31,19 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::adapters::deployment::DeploymentRt;
 use crate::adapters::{self, Answer, CallInfo, Inbound};
 use crate::config::{ContextOverflow, ProviderKey};
 use crate::doors::embeddings::EmbeddingsRequest;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::governance::budget::worst_case;
-use crate::observe::ctx::{AttemptLog, RequestCtx};
+use crate::observe::record::AttemptLog;
+use crate::registry::circuit::Admit;
+use crate::registry::health::{self, SetAside};
+use crate::registry::held::Held;
+use crate::registry::limits;
+use crate::reliability::ctx::RequestCtx;
 use crate::route::{Candidate, Plan};
-use crate::state::live::DeploymentRt;
-use circuit::Admit;
-use health::SetAside;
 
 pub struct Served {
     pub answer: Answer,
@@ -275,12 +276,12 @@ fn hold_budget(
     if hold.shared_key().is_some() || hold.cover(worst) {
         return Ok(());
     }
-    ctx.attempts.push(AttemptLog::skipped(
+    ctx.rec.attempts.push(AttemptLog::skipped(
         &dep.name,
         &dep.provider.name,
         "budget_exceeded",
     ));
-    let client = ctx.client.as_deref().unwrap_or("this client");
+    let client = ctx.rec.client.as_deref().unwrap_or("this client");
     Err(GatewayError::new(
         ErrorCode::BudgetExceeded,
         Source::Gateway,
@@ -563,11 +564,7 @@ impl Slot {
     pub(crate) fn serve(self, answer: Answer) -> Answer {
         match answer {
             Answer::Stream(mut s) => {
-                s.hold = Some(Held {
-                    _permit: self.permit,
-                    _inflight: self.inflight,
-                    reservation: self.reservation,
-                });
+                s.hold = Some(Held::new(self.permit, self.inflight, self.reservation));
                 Answer::Stream(s)
             }
             Answer::Json(j) => {
@@ -588,27 +585,6 @@ impl Slot {
     }
 }
 
-/// What a served stream holds of its deployment until it ends.
-pub struct Held {
-    _permit: limits::Permit,
-    _inflight: health::InflightGuard,
-    reservation: limits::Reservation,
-}
-
-impl Held {
-    /// The stream's call is over: tpm counts the tokens it used, and the
-    /// slot is free.
-    pub fn settle(self, tokens: u64) {
-        self.reservation.settle_used(tokens);
-    }
-
-    /// The call is over but its tokens are still being counted: the slot is
-    /// free now, the tpm reservation is settled when the count is in.
-    pub fn release(self) -> limits::Reservation {
-        self.reservation
-    }
-}
-
 /// Send one admitted attempt; its outcome feeds the circuit and health
 /// stats (transitions noted) and the decision log.
 pub(crate) async fn attempt(
@@ -624,7 +600,7 @@ pub(crate) async fn attempt(
     let span_id = ctx.trace.map(|_| crate::observe::trace::new_span_id());
     let traced = traced_call(ctx, span_id, call);
     let started = Instant::now();
-    ctx.in_flight = Some(crate::observe::ctx::InFlight {
+    ctx.in_flight = Some(crate::reliability::ctx::InFlight {
         pricing: dep.cfg.pricing,
     });
     let result = op.send(dep, key, traced.as_ref().unwrap_or(call)).await;

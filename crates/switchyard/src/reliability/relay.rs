@@ -33,10 +33,10 @@ use tokio::time::Instant;
 use super::client_side::{self, ClientBody, Cut, Out};
 
 use super::resume::{Resume, MAX_RESUMES};
+use crate::adapters::deployment::DeploymentRt;
 use crate::adapters::{silent, Step, UpstreamStream};
 use crate::error::{ErrorCode, GatewayError};
-use crate::observe::ctx::RequestCtx;
-use crate::state::live::DeploymentRt;
+use crate::reliability::ctx::RequestCtx;
 use switchyard_protocol::ir::Usage;
 
 pub struct StreamLimits {
@@ -50,7 +50,7 @@ pub struct Relay {
     /// How to continue the answer if it breaks after its first byte.
     pub resume: Option<Resume>,
     /// The client's own rpm/tpm grant, settled with the real tokens.
-    pub client: Option<super::limits::Reservation>,
+    pub client: Option<crate::registry::limits::Reservation>,
     pub limits: StreamLimits,
     /// Where the answer is kept when it ends well (the response cache).
     pub cache: Option<crate::state::cache::Slot>,
@@ -173,7 +173,10 @@ async fn run(
         // The broken attempt is over: its slot is free (and its tokens
         // counted) before a continuation asks for one, possibly on the
         // same deployment.
-        let reservation = upstream.hold.take().map(super::Held::release);
+        let reservation = upstream
+            .hold
+            .take()
+            .map(crate::registry::held::Held::release);
         let (used, estimated) = billed(&upstream.seen, ctx.prompt_estimate, &served.model).await;
         if let Some(r) = reservation {
             r.settle_used(used.total());
@@ -211,7 +214,10 @@ async fn run(
     };
     // The current call's tokens (a broken one that was not continued is
     // counted here, once: its hold was settled above).
-    let reservation = upstream.hold.take().map(super::Held::release);
+    let reservation = upstream
+        .hold
+        .take()
+        .map(crate::registry::held::Held::release);
     let (used, estimated) = billed(&upstream.seen, ctx.prompt_estimate, &served.model).await;
     ctx.usage_estimated |= estimated;
     if let Some(r) = reservation {
@@ -252,7 +258,7 @@ fn settle(
     upstream: &UpstreamStream,
     served: &DeploymentRt,
     used: Usage,
-    client: Option<super::limits::Reservation>,
+    client: Option<crate::registry::limits::Reservation>,
     ctx: &mut RequestCtx,
 ) {
     ctx.add_usage(&used, served.cfg.pricing.as_ref());
@@ -270,12 +276,15 @@ async fn charge_cut(
     cut: Cut,
     mut upstream: Box<UpstreamStream>,
     served: &DeploymentRt,
-    client: Option<super::limits::Reservation>,
+    client: Option<crate::registry::limits::Reservation>,
     mut ctx: RequestCtx,
 ) {
     let seen = std::mem::take(&mut upstream.seen);
     // The slot is free at once; the tpm reservation waits for the count.
-    let reservation = upstream.hold.take().map(super::Held::release);
+    let reservation = upstream
+        .hold
+        .take()
+        .map(crate::registry::held::Held::release);
     drop(upstream);
     let (used, _) = billed(&seen, ctx.prompt_estimate, &served.model).await;
     if let Some(r) = reservation {

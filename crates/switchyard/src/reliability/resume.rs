@@ -16,12 +16,12 @@ use bytes::Bytes;
 use switchyard_protocol::ir::{ChatRequest, ContentPart, Message, Role};
 
 use super::{admit_attempt, admit_circuit, attempt, pick_key};
+use crate::adapters::deployment::DeploymentRt;
 use crate::adapters::{Answer, CallInfo, UpstreamStream};
 use crate::config::Capability;
 use crate::doors::{Door, Inbound, Resumed, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
-use crate::observe::ctx::RequestCtx;
-use crate::state::live::DeploymentRt;
+use crate::reliability::ctx::RequestCtx;
 
 /// At most this many continuations per client stream.
 pub const MAX_RESUMES: u32 = 2;

@@ -14,11 +14,11 @@
 
 use std::sync::Arc;
 
+use crate::adapters::deployment::DeploymentRt;
 use crate::error::{ErrorCode, GatewayError, Source};
-use crate::observe::ctx::RequestCtx;
-use crate::reliability::limits::{window_retry, LimitRejection, Reservation, Scope, RATE_WINDOW};
+use crate::registry::limits::{window_retry, LimitRejection, Reservation, Scope, RATE_WINDOW};
+use crate::reliability::ctx::RequestCtx;
 use crate::state::fleet::{now_ms, Fleet};
-use crate::state::live::DeploymentRt;
 use crate::state::redis::{Admission, Span, Window};
 
 /// What a request still has to charge on the fleet, and what it got.
@@ -32,7 +32,7 @@ pub struct Pending {
     pub granted: Option<ClientGranted>,
     /// The client's own counter, for a decision made locally while Redis
     /// is away.
-    pub local: Option<Arc<crate::state::store::ClientLimits>>,
+    pub local: Option<Arc<crate::registry::ClientLimits>>,
 }
 
 impl std::fmt::Debug for Pending {
@@ -55,7 +55,7 @@ pub struct ClientAsk {
 
 impl ClientAsk {
     /// The client's limits and window names (`None` outside a fleet).
-    pub fn of(c: &crate::state::store::ClientLimits) -> Option<ClientAsk> {
+    pub fn of(c: &crate::registry::ClientLimits) -> Option<ClientAsk> {
         let (rpm_key, tpm_key) = c.shared_windows.clone()?;
         Some(ClientAsk {
             rpm: c.rpm,

@@ -1,7 +1,9 @@
-//! ROUTE: a pure function from (live config, what the request names, what
-//! the request needs, current health) to an ordered candidate list. No I/O,
-//! no awaits; every candidate carries its score parts and every deployment
-//! left out carries why, for the decision log.
+//! ROUTE: `plan` is a pure function from (live config, what the request
+//! names, what the request needs, current health) to an ordered candidate
+//! list: no I/O, no awaits; every candidate carries its score parts and
+//! every deployment left out carries why, for the decision log. The one
+//! piece of I/O here is beside it: `sticky` fetches and remembers a
+//! session's deployment in the fleet's Redis (before and after the plan).
 //!
 //! Order of work: constraints first (capabilities required by the route and
 //! implied by the request, `max_cost_per_mtok`, context-window fit, open
@@ -21,13 +23,14 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::adapters::deployment::DeploymentRt;
 use crate::adapters::Adapter;
 use crate::config::{Capabilities, ContextOverflow, Retry, Strategy};
 use crate::doors::facts::Renders;
 use crate::doors::Door;
 pub use crate::doors::Facts;
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::{DeploymentRt, Live, Target};
+use crate::live::{Live, Target};
 
 pub struct Candidate {
     pub dep: Arc<DeploymentRt>,
@@ -350,4 +353,126 @@ fn unfit_message(p: &Plan) -> String {
         "no deployment {of} can serve this request: {}",
         parts.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load_str, Capability};
+    use crate::registry::Registry;
+    use crate::state::memory::MemoryStore;
+
+    /// Three OpenAI deployments: `a` (tools, small window, pricey), `b`
+    /// (tools, big window, cheap), `c` (no tools; the fallback).
+    const CONFIG: &str = r#"
+providers:
+  p: { protocol: openai, base_url: "http://127.0.0.1:9/v1" }
+models:
+  - { id: a, provider: p, model: m, capabilities: [tools, streaming], context_window: 1000, pricing: { input: 5, output: 20 } }
+  - { id: b, provider: p, model: m, capabilities: [tools, streaming], context_window: 100000, pricing: { input: 0.1, output: 0.4 } }
+  - { id: c, provider: p, model: m, capabilities: [streaming], pricing: { input: 1, output: 1 } }
+routes:
+  chat: { strategy: priority, targets: [a, b], fallbacks: [c] }
+  cheap: { strategy: cost, targets: [a, b] }
+"#;
+
+    fn live() -> Live {
+        let cfg = load_str(CONFIG, "test.yaml", &|_| None).expect("config");
+        Live::build(cfg, &Arc::new(Registry::new(Arc::new(MemoryStore::new())))).unwrap()
+    }
+
+    fn plan_for(live: &Live, model: &str, facts: &Facts) -> Result<Plan, GatewayError> {
+        let target = live.resolve(model).expect("a route or a deployment");
+        plan(live, &target, facts, Instant::now())
+    }
+
+    fn ids(p: &Plan) -> Vec<(&str, &str)> {
+        p.candidates
+            .iter()
+            .map(|c| (&*c.dep.name, c.role))
+            .collect()
+    }
+
+    fn skipped(p: &Plan) -> Vec<(&str, &str)> {
+        p.skipped.iter().map(|(d, w)| (&**d, *w)).collect()
+    }
+
+    #[test]
+    fn priority_keeps_config_order_and_marks_fallbacks() {
+        let live = live();
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(
+            ids(&p),
+            [("a", "target"), ("b", "target"), ("c", "fallback")]
+        );
+        assert!(p.skipped.is_empty());
+        assert_eq!(p.passed_over, None);
+        assert_eq!(p.route.as_deref(), Some("chat"));
+    }
+
+    #[test]
+    fn a_request_too_big_for_a_window_passes_that_deployment_over() {
+        let live = live();
+        let facts = Facts {
+            prompt_tokens: 5_000,
+            ..Facts::default()
+        };
+        let p = plan_for(&live, "chat", &facts).unwrap();
+        assert_eq!(ids(&p), [("b", "target"), ("c", "fallback")]);
+        assert_eq!(skipped(&p)[0], ("a", TOO_SMALL));
+        assert_eq!(p.passed_over, Some(TOO_SMALL));
+        // Past every window: the client's context_too_long, not an outage.
+        let e = plan_for(&live, "a", &facts).err().expect("too long");
+        assert_eq!(e.code, ErrorCode::ContextTooLong);
+    }
+
+    #[test]
+    fn a_capability_nobody_has_is_the_clients_error_naming_it() {
+        let live = live();
+        let mut facts = Facts::default();
+        facts.needs.insert(Capability::Tools);
+        let p = plan_for(&live, "chat", &facts).unwrap();
+        assert_eq!(ids(&p), [("a", "target"), ("b", "target")]);
+        assert!(skipped(&p).contains(&("c", CANNOT_SERVE)));
+        facts.needs.insert(Capability::Vision);
+        let e = plan_for(&live, "chat", &facts)
+            .err()
+            .expect("nobody sees images");
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.message.contains("vision"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_open_circuit_is_an_outage_only_when_nothing_else_is_left() {
+        let live = live();
+        live.deployments["a"].state.circuit.force_open();
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(ids(&p)[0], ("b", "target"));
+        assert_eq!(p.passed_over, Some("circuit_open"));
+        let e = plan_for(&live, "a", &Facts::default()).err().expect("open");
+        assert_eq!(e.code, ErrorCode::NoHealthyDeployment);
+    }
+
+    #[test]
+    fn the_cost_strategy_puts_the_cheapest_first_and_says_why() {
+        let live = live();
+        let facts = Facts {
+            prompt_tokens: 100,
+            max_tokens: Some(100),
+            ..Facts::default()
+        };
+        let p = plan_for(&live, "cheap", &facts).unwrap();
+        assert_eq!(ids(&p), [("b", "target"), ("a", "target")]);
+        assert!(p.candidates[0].score > p.candidates[1].score);
+        // b's estimate: 100 tokens in at $0.1/M, 100 out at $0.4/M.
+        let est = |c: &Candidate| {
+            c.parts
+                .iter()
+                .find(|(k, _)| *k == "est_cost_usd")
+                .map(|p| p.1)
+        };
+        assert!((est(&p.candidates[0]).unwrap() - 5e-5).abs() < 1e-12);
+        assert!(est(&p.candidates[1]).unwrap() > est(&p.candidates[0]).unwrap());
+        assert_eq!(p.reason, "cost: cheapest estimated request first");
+    }
 }

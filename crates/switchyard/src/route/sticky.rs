@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::Plan;
 use crate::config::Route;
-use crate::state::live::Live;
+use crate::live::Live;
 use crate::state::store::Record;
 
 /// How long a quiet session stays pinned.

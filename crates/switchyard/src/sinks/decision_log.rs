@@ -1,11 +1,11 @@
 //! The decision log as a sink: one JSON line per finished request.
 
 use super::Sink;
-use crate::observe::ctx::RequestCtx;
 use crate::observe::decision_log::DecisionSink;
+use crate::observe::record::Record;
 
 impl Sink for DecisionSink {
-    fn finished(&self, r: &RequestCtx) {
+    fn finished(&self, r: &Record) {
         if self.is_on() {
             self.write_with(|buf| {
                 r.write_line(buf);

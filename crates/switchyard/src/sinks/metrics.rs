@@ -12,11 +12,11 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::Sink;
-use crate::observe::ctx::RequestCtx;
 use crate::observe::metrics::{
     AttemptLabels, ClientLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels,
     ResultLabels, RouteLabels, ScopeLabels, TokenLabels,
 };
+use crate::observe::record::Record;
 
 /// The gateway's metrics as a sink: in flight while a request lives, its
 /// counters and histograms once it is done.
@@ -27,13 +27,13 @@ impl Sink for MetricsSink {
         self.0.inflight.inc();
     }
 
-    fn finished(&self, r: &RequestCtx) {
+    fn finished(&self, r: &Record) {
         record(r, &self.0);
     }
 }
 
 /// The request's contribution to the Prometheus metrics, written once.
-fn record(r: &RequestCtx, m: &Arc<Metrics>) {
+fn record(r: &Record, m: &Arc<Metrics>) {
     m.inflight.dec();
     if let result @ ("hit" | "miss") = r.cache {
         m.cache.get_or_create(&ResultLabels { result }).inc();
@@ -218,7 +218,7 @@ impl Hot {
 
 /// A request served by its first attempt with nothing unusual: recorded
 /// through the thread's cached handles. False when it needs the full path.
-fn record_hot(r: &RequestCtx, m: &Arc<Metrics>) -> bool {
+fn record_hot(r: &Record, m: &Arc<Metrics>) -> bool {
     let ([a], Some(route), Some(dep)) = (&r.attempts[..], &r.route, &r.selected) else {
         return false;
     };

@@ -12,7 +12,7 @@ use arc_swap::ArcSwapOption;
 use serde::Serialize;
 
 use super::Sink;
-use crate::observe::ctx::RequestCtx;
+use crate::observe::record::Record;
 
 /// How many decisions the dashboard can see.
 pub const KEEP: usize = 100;
@@ -44,7 +44,7 @@ pub struct Decision {
 }
 
 impl Decision {
-    fn of(seq: usize, r: &RequestCtx) -> Decision {
+    fn of(seq: usize, r: &Record) -> Decision {
         Decision {
             seq,
             ts: r.ts,
@@ -86,7 +86,7 @@ impl Recent {
         }
     }
 
-    fn record(&self, r: &RequestCtx) {
+    fn record(&self, r: &Record) {
         let seq = self.cursor.fetch_add(1, Ordering::Relaxed);
         let slot = &self.slots[seq % self.slots.len()];
         slot.store(Some(Arc::new(Decision::of(seq, r))));
@@ -107,7 +107,7 @@ impl Recent {
 pub struct RecentSink(pub Arc<Recent>);
 
 impl Sink for RecentSink {
-    fn finished(&self, r: &RequestCtx) {
+    fn finished(&self, r: &Record) {
         self.0.record(r);
     }
 }
@@ -125,9 +125,10 @@ mod tests {
     use crate::sinks::Sinks;
 
     fn finish(sinks: &Sinks, id: &str) {
-        let mut r = RequestCtx::new(id.to_owned(), None, Arc::from("v1"), sinks.clone());
+        let mut r = Record::new(id.to_owned(), None, Arc::from("v1"));
         r.route = Some(Arc::from("chat"));
-        r.finish(200, None);
+        r.close(200, None);
+        sinks.finished(&r);
     }
 
     #[test]

@@ -27,8 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Sink;
 use crate::config::{Observability, OtlpProtocol};
-use crate::observe::ctx::{AttemptLog, RequestCtx};
 use crate::observe::otlp::{self, Kind, SpanOut, Val};
+use crate::observe::record::{AttemptLog, Record};
 use crate::observe::trace::{new_span_id, TraceCtx};
 
 /// Requests' spans waiting for export (a tick's worth at ~80k requests
@@ -80,7 +80,7 @@ impl TraceSink {
 }
 
 impl Sink for TraceSink {
-    fn finished(&self, r: &RequestCtx) {
+    fn finished(&self, r: &Record) {
         let Some(t) = r.trace else { return };
         let (bytes, n) = spans(r, &t);
         if self.tx.try_send(Msg::Spans(bytes, n)).is_err() {
@@ -240,7 +240,7 @@ fn nanos(t: SystemTime) -> u64 {
 }
 
 /// Every span of one finished request, encoded, and how many.
-fn spans(r: &RequestCtx, t: &TraceCtx) -> (Vec<u8>, u32) {
+fn spans(r: &Record, t: &TraceCtx) -> (Vec<u8>, u32) {
     let mut out = Vec::with_capacity(512 + 320 * r.attempts.len());
     let mut n = 0;
     let mut attrs: Vec<(&str, Val<'_>)> = Vec::with_capacity(16);
@@ -330,7 +330,7 @@ fn child<'a>(
     }
 }
 
-fn request_attributes<'a>(r: &'a RequestCtx, attrs: &mut Vec<(&'static str, Val<'a>)>) {
+fn request_attributes<'a>(r: &'a Record, attrs: &mut Vec<(&'static str, Val<'a>)>) {
     attrs.extend([
         ("switchyard.request_id", Val::Str(&r.request_id)),
         ("switchyard.stream", Val::Bool(r.stream)),
@@ -354,7 +354,7 @@ fn request_attributes<'a>(r: &'a RequestCtx, attrs: &mut Vec<(&'static str, Val<
     }
 }
 
-fn route_attributes<'a>(r: &'a RequestCtx, attrs: &mut Vec<(&'static str, Val<'a>)>) {
+fn route_attributes<'a>(r: &'a Record, attrs: &mut Vec<(&'static str, Val<'a>)>) {
     attrs.push((
         "switchyard.route.candidates",
         Val::Int(r.candidates.len() as i64),
@@ -372,7 +372,7 @@ fn route_attributes<'a>(r: &'a RequestCtx, attrs: &mut Vec<(&'static str, Val<'a
 
 /// A stream's call lasts past its opening: until the continuation that
 /// followed it began, or the request ended.
-fn attempt_end(r: &RequestCtx, i: usize, a: &AttemptLog, request_end: SystemTime) -> SystemTime {
+fn attempt_end(r: &Record, i: usize, a: &AttemptLog, request_end: SystemTime) -> SystemTime {
     let opened = a.span.started + Duration::from_secs_f64(a.latency_ms.max(0.0) / 1e3);
     if !(r.stream && a.ttfb_ms.is_some()) {
         return opened;

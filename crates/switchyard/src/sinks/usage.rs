@@ -4,19 +4,19 @@
 use std::sync::Arc;
 
 use super::Sink;
-use crate::observe::ctx::RequestCtx;
+use crate::observe::record::Record;
 use crate::usage::record::{UsageRow, Write};
 use crate::usage::UsageStore;
 
 pub struct UsageSink(pub Arc<UsageStore>);
 
 impl Sink for UsageSink {
-    fn finished(&self, r: &RequestCtx) {
+    fn finished(&self, r: &Record) {
         self.0.send(Write::Row(row(r)));
     }
 }
 
-pub fn row(r: &RequestCtx) -> UsageRow {
+pub fn row(r: &Record) -> UsageRow {
     let last_sent = r.attempts.iter().rev().find(|a| a.sent);
     UsageRow {
         request_id: r.request_id.clone(),

@@ -132,7 +132,7 @@ impl SharedCircuit {
     }
 }
 
-/// Applies the events of other instances here (`state::store::Registry`
+/// Applies the events of other instances here (`registry::Registry`
 /// implements it): a circuit transition to this one's breaker, a virtual
 /// key issued or revoked to this one's keys.
 pub trait FleetSink: Send + Sync {

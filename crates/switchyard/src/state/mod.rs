@@ -1,11 +1,11 @@
-//! STATE: the live config snapshot (swapped atomically on reload), the state
-//! store behind circuits, limits and health (`store`, in memory today), the
-//! response cache, stored Responses-API answers, and the first pieces of
-//! the fleet's shared state in Redis (`redis`: admission, circuit events).
+//! STATE: storage. The state store behind circuits, limits and health
+//! (`store`: in memory, or shared through Redis), the response cache,
+//! stored Responses-API answers, and the fleet's shared state in Redis
+//! (`fleet`, `redis`: admission, circuit events, keys). What the numbers
+//! mean is the layers above (`registry`, `governance`).
 
 pub mod cache;
 pub mod fleet;
-pub mod live;
 pub mod memory;
 pub mod redis;
 pub mod redis_cache;

@@ -24,7 +24,7 @@ pub fn pick_from<'k>(keys: &[&'k ProviderKey]) -> Option<&'k ProviderKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::redact::Secret;
+    use crate::secret::Secret;
 
     fn key(label: &str, weight: u32) -> ProviderKey {
         ProviderKey {

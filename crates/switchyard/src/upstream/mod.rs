@@ -5,3 +5,4 @@ pub mod client;
 pub mod events;
 pub mod h1;
 pub mod keys;
+pub mod retry_after;

@@ -9,8 +9,8 @@ use switchyard_protocol::ir::{ChatRequest, ChatResponse};
 
 use super::body::Outbound;
 use super::convert::bad_json;
+use crate::adapters::deployment::DeploymentRt;
 use crate::error::GatewayError;
-use crate::state::live::DeploymentRt;
 
 /// IR → `/v1/messages` body (system hoisted, turns alternated, JSON mode as a
 /// forced tool, prefill trimmed).

@@ -7,8 +7,8 @@ use switchyard_protocol::gemini::{self as gm, DecodeError, Target};
 use switchyard_protocol::ir::{ChatRequest, ChatResponse};
 
 use super::body::Outbound;
+use crate::adapters::deployment::DeploymentRt;
 use crate::error::{ErrorCode, GatewayError};
-use crate::state::live::DeploymentRt;
 
 pub fn encode(dep: &DeploymentRt, ir: &ChatRequest) -> Result<Outbound, GatewayError> {
     let target = Target {

@@ -129,7 +129,7 @@ mod tests {
         let e = fixture("openai/error_403_unsupported_region");
         assert_eq!((e.code, e.source), (ErrorCode::Forbidden, Source::Upstream));
         assert!(e.fall_back(), "another deployment may serve it");
-        assert!(!crate::reliability::circuit::counts_as_failure(&e));
+        assert!(!crate::registry::circuit::counts_as_failure(&e));
         assert_eq!(
             fixture("openai/error_404_model_not_found").code,
             ErrorCode::ModelNotFound

@@ -19,7 +19,11 @@ use crate::config::{load_str, Diagnostic};
 fn configs() -> Vec<String> {
     let mut out = vec![
         FULL.to_owned(),
-        crate::demo::config_yaml("http://127.0.0.1:9", "127.0.0.1:0", "127.0.0.1:0"),
+        // The demo's (`demo::config_yaml`, placeholders filled).
+        include_str!("../../demo.yaml")
+            .replace("{mock_url}", "http://127.0.0.1:9")
+            .replace("{listen}", "127.0.0.1:0")
+            .replace("{admin_listen}", "127.0.0.1:0"),
     ];
     let configmap = include_str!("../../../../../deploy/kubernetes/configmap.yaml");
     let (_, block) = configmap

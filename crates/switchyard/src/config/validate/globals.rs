@@ -271,10 +271,10 @@ fn admin_key(
     d: &mut Diags,
     var: &Option<Sp<String>>,
     env: crate::config::env::Env,
-) -> Option<crate::observe::redact::Secret<String>> {
+) -> Option<crate::secret::Secret<String>> {
     let var = var.as_ref().filter(|v| !v.value.is_empty())?;
     match env(&var.value).filter(|v| !v.is_empty()) {
-        Some(key) => Some(crate::observe::redact::Secret::new(key)),
+        Some(key) => Some(crate::secret::Secret::new(key)),
         None => {
             d.err(
                 &var.at,
@@ -383,7 +383,7 @@ pub fn stores(d: &mut Diags, raw: &RawConfig) -> (Cache, State, Usage) {
                 None => String::new(),
             };
             UsageBackend::Postgres {
-                url: crate::observe::redact::Secret::new(url),
+                url: crate::secret::Secret::new(url),
             }
         }
     };

@@ -19,7 +19,7 @@ use super::models::field_at;
 use super::{at_least_one, positive, url};
 use crate::config::env::Env;
 use crate::config::model::*;
-use crate::observe::redact::Secret;
+use crate::secret::Secret;
 
 const KEYS: &[&str] = &[
     "protocol",

@@ -1,15 +1,17 @@
-//! `Live`: one immutable snapshot of the config plus everything derived from it
-//! (compiled URLs, adapters, key lookups). Stored in an `ArcSwap`; each
+//! LIVE: one immutable snapshot of the config plus everything derived from
+//! it (each deployment with its adapter, URL and runtime state, key
+//! lookups, the response cache). Stored in an `ArcSwap`; each
 //! request loads it once at the door and keeps that `Arc` to the end, so a
 //! reload never changes the config under a request in flight.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::adapters::endpoint::{self, Endpoint};
+use crate::adapters::deployment::{DeploymentRt, ProviderRt};
+use crate::adapters::endpoint;
 use crate::adapters::Adapter;
-use crate::config::{Config, Deployment, Provider, Route};
-use crate::state::store::{DeploymentState, Registry};
+use crate::config::{Config, Route};
+use crate::registry::Registry;
 use arc_swap::ArcSwap;
 
 pub type SharedLive = Arc<ArcSwap<Live>>;
@@ -29,37 +31,6 @@ pub struct Live {
     pub client_ids: Vec<Arc<str>>,
     /// The response cache (`cache.backend: memory`), when it is on.
     pub cache: Option<Arc<dyn crate::state::cache::ResponseCache>>,
-}
-
-pub struct ProviderRt {
-    /// The provider id, shared with logs and metric labels.
-    pub name: Arc<str>,
-    pub cfg: Provider,
-    pub adapter: Adapter,
-}
-
-impl ProviderRt {
-    /// The key values, for redaction of upstream messages.
-    pub fn secret_refs(&self) -> Vec<&str> {
-        self.cfg
-            .keys
-            .iter()
-            .map(|k| k.secret.expose().as_str())
-            .collect()
-    }
-}
-
-pub struct DeploymentRt {
-    /// The deployment id, shared with logs and metric labels.
-    pub name: Arc<str>,
-    /// The upstream model name, shared with usage rows.
-    pub model: Arc<str>,
-    pub cfg: Deployment,
-    pub provider: Arc<ProviderRt>,
-    /// Where its requests go, parsed once.
-    pub endpoint: Endpoint,
-    /// Its circuit, health, limits and keys (survives reloads).
-    pub state: Arc<DeploymentState>,
 }
 
 /// What a request's `model` names.
@@ -139,6 +110,20 @@ impl Live {
     /// A configured client by id: its index in `config.clients`.
     pub fn client_index(&self, id: &str) -> Option<usize> {
         self.client_ids.iter().position(|c| &**c == id)
+    }
+
+    /// The configured clients with their ids.
+    pub fn clients(&self) -> impl Iterator<Item = (&crate::config::Client, &Arc<str>)> {
+        self.config.clients.iter().flatten().zip(&self.client_ids)
+    }
+
+    /// Governance's run-time state, as `governance::restore` rebuilds it.
+    pub fn governed(&self) -> crate::governance::restore::Governed<'_> {
+        crate::governance::restore::Governed {
+            budgets: &self.registry.budgets,
+            issued_keys: &self.registry.issued_keys,
+            fleet: self.registry.fleet.as_deref(),
+        }
     }
 
     /// A route name first, then a deployment id.

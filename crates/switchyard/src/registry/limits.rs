@@ -16,12 +16,12 @@ use http::{HeaderMap, HeaderName};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::adapters::retry_after::go_duration;
 use crate::config::Limits;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::state::fleet::Fleet;
 use crate::state::redis::Adjust;
 use crate::state::store::{Record, StateStore};
+use crate::upstream::retry_after::go_duration;
 
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// Longest block taken from an upstream's reset header (a misread header

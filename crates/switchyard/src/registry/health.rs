@@ -535,7 +535,7 @@ mod tests {
     fn key(label: &str, value: &str) -> ProviderKey {
         ProviderKey {
             label: label.into(),
-            secret: crate::observe::redact::Secret::new(value.into()),
+            secret: crate::secret::Secret::new(value.into()),
             weight: 1,
         }
     }

@@ -1,7 +1,9 @@
-//! `RequestCtx` rides along a request from the door to the last stream byte
-//! and is the one record of it: on `finish`, or on drop when the client went
-//! away first, it is handed once to every sink (`crate::sinks`: the decision
-//! log, the metrics).
+//! `Record`: the one record of a request — who, route, candidates, every
+//! attempt, tokens, cost, cache, outcome, timings — as the sinks read it
+//! (the decision-log line, the metrics, the usage row, the trace). It is
+//! plain data: what the request holds while it runs (its budget hold, the
+//! fleet's charges, where the record goes) is its scope,
+//! `reliability::ctx::Record`, which hands the record to every sink once.
 
 use std::time::{Duration, SystemTime};
 
@@ -13,9 +15,7 @@ use std::sync::Arc;
 
 use crate::config::Pricing;
 use crate::error::GatewayError;
-use crate::governance::budget::Hold;
 use crate::observe::trace::TraceCtx;
-use crate::sinks::Sinks;
 
 #[derive(Debug, Serialize)]
 pub struct AttemptLog {
@@ -172,7 +172,7 @@ pub struct PlanTiming {
 }
 
 /// The response-cache lookup: when it began and how long it took (its
-/// result is `RequestCtx::cache`). A trace shows it as a span.
+/// result is `Record::cache`). A trace shows it as a span.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheLookup {
     pub started: SystemTime,
@@ -188,7 +188,7 @@ pub struct TokensLog {
 
 /// The decision-log line (contract §6).
 #[derive(Debug, Serialize)]
-pub struct RequestCtx {
+pub struct Record {
     /// When the request arrived (RFC 3339, formatted only when logged).
     #[serde(serialize_with = "rfc3339")]
     pub ts: SystemTime,
@@ -198,30 +198,6 @@ pub struct RequestCtx {
     /// Which of the client's keys (never the key itself).
     #[serde(skip)]
     pub key_id: Option<Arc<str>>,
-    /// The prompt's estimated tokens (what a call that reported no usage is
-    /// billed for its input).
-    #[serde(skip)]
-    pub prompt_estimate: u64,
-    /// What an upstream that renders tool definitions its own way adds to
-    /// `prompt_estimate` (`doors::facts::Input::extra`).
-    #[serde(skip)]
-    pub input: crate::doors::facts::Input,
-    /// The output cap the request asked for (`max_tokens`), if any: per
-    /// choice.
-    #[serde(skip)]
-    pub output_cap: Option<u32>,
-    /// Choices the request asked for (`n`; at least 1): a budget
-    /// reservation covers the output cap for each.
-    #[serde(skip)]
-    pub output_choices: u32,
-    /// The client's budget hold, settled to the real cost when the request
-    /// ends (`governance::budget`).
-    #[serde(skip)]
-    pub budget: Option<Hold>,
-    /// What the fleet still has to charge, and the client's charge once
-    /// made (`state.backend: redis`).
-    #[serde(skip)]
-    pub shared: crate::reliability::shared::Pending,
     /// What was left of the budget when the answer went out.
     #[serde(skip)]
     pub budget_remaining: Option<f64>,
@@ -277,47 +253,19 @@ pub struct RequestCtx {
     pub duration_ms: f64,
     #[serde(skip)]
     started: Instant,
-    /// Where the finished request goes (decision log, metrics, …).
-    #[serde(skip)]
-    sinks: Sinks,
-    #[serde(skip)]
-    emitted: bool,
     /// The stream broke after its first byte reached the client.
     #[serde(skip)]
     pub interrupted: bool,
-    /// An upstream call is out and its answer not yet in (its deployment's
-    /// prices): if the client goes away now, the prompt was sent and is
-    /// charged (contract §8).
-    #[serde(skip)]
-    pub in_flight: Option<InFlight>,
 }
 
-/// An upstream call on its way (see [`RequestCtx::in_flight`]).
-#[derive(Debug, Clone, Copy)]
-pub struct InFlight {
-    pub pricing: Option<Pricing>,
-}
-
-impl RequestCtx {
-    pub fn new(
-        request_id: String,
-        trace_id: Option<String>,
-        config_version: Arc<str>,
-        sinks: Sinks,
-    ) -> Self {
-        sinks.started();
-        RequestCtx {
+impl Record {
+    pub fn new(request_id: String, trace_id: Option<String>, config_version: Arc<str>) -> Self {
+        Record {
             ts: SystemTime::now(),
             request_id,
             trace_id,
             client: None,
             key_id: None,
-            prompt_estimate: 0,
-            input: Default::default(),
-            output_cap: None,
-            output_choices: 1,
-            budget: None,
-            shared: Default::default(),
             budget_remaining: None,
             route: None,
             task: None,
@@ -350,15 +298,8 @@ impl RequestCtx {
             client_rejected: false,
             duration_ms: 0.0,
             started: Instant::now(),
-            sinks,
-            emitted: false,
             interrupted: false,
-            in_flight: None,
         }
-    }
-
-    pub fn wants_input_hash(&self) -> bool {
-        self.sinks.wants_input_hash()
     }
 
     /// The routing plan began at `started` and is made now.
@@ -410,20 +351,9 @@ impl RequestCtx {
         }
     }
 
-    /// Replace the budget reservation with the request's cost so far (the
-    /// answer is complete); returns what is left of the budget.
-    pub fn settle_budget(&mut self) -> Option<f64> {
-        let hold = self.budget.take()?;
-        self.budget_remaining = Some(hold.settle(self.cost_usd.unwrap_or(0.0)));
-        self.budget_remaining
-    }
-
-    pub fn finish(&mut self, status: u16, error: Option<&GatewayError>) {
-        if self.emitted {
-            return;
-        }
-        self.emitted = true;
-        self.settle_budget();
+    /// The request is over: its status, error and outcome, and how long
+    /// it took.
+    pub fn close(&mut self, status: u16, error: Option<&GatewayError>) {
         self.status = status;
         self.error = error.map(|e| e.code.as_str());
         self.outcome = match (self.error, status) {
@@ -432,31 +362,6 @@ impl RequestCtx {
             (None, _) => "ok",
         };
         self.duration_ms = ms(self.started.elapsed());
-        // Each sink sees the whole record once; none blocks (the decision
-        // log is buffered, metrics are atomics).
-        let sinks = std::mem::take(&mut self.sinks);
-        sinks.finished(self);
-    }
-}
-
-impl Drop for RequestCtx {
-    fn drop(&mut self) {
-        if self.emitted {
-            return;
-        }
-        // The client hung up before we finished: nginx's 499. A call that
-        // was out is stopped with the request, but the provider read the
-        // prompt: it is charged at the estimate.
-        if let Some(call) = self.in_flight.take() {
-            let sent = Usage {
-                input_tokens: self.prompt_estimate,
-                ..Usage::default()
-            };
-            // Not an attempt of the log yet: the request's totals only.
-            self.add_usage_of(self.attempts.len(), &sent, call.pricing.as_ref());
-            self.usage_estimated = true;
-        }
-        self.finish(499, None);
     }
 }
 

@@ -1,0 +1,42 @@
+//! A deployment as the adapters call it: its config, its provider's (with
+//! the adapter that speaks its protocol), its parsed endpoint, and its
+//! runtime state (`registry`: limits, keys). Built once per config by
+//! `live::Live::build`.
+
+use std::sync::Arc;
+
+use crate::adapters::endpoint::Endpoint;
+use crate::adapters::Adapter;
+use crate::config::{Deployment, Provider};
+use crate::registry::DeploymentState;
+
+pub struct ProviderRt {
+    /// The provider id, shared with logs and metric labels.
+    pub name: Arc<str>,
+    pub cfg: Provider,
+    pub adapter: Adapter,
+}
+
+impl ProviderRt {
+    /// The key values, for redaction of upstream messages.
+    pub fn secret_refs(&self) -> Vec<&str> {
+        self.cfg
+            .keys
+            .iter()
+            .map(|k| k.secret.expose().as_str())
+            .collect()
+    }
+}
+
+pub struct DeploymentRt {
+    /// The deployment id, shared with logs and metric labels.
+    pub name: Arc<str>,
+    /// The upstream model name, shared with usage rows.
+    pub model: Arc<str>,
+    pub cfg: Deployment,
+    pub provider: Arc<ProviderRt>,
+    /// Where its requests go, parsed once.
+    pub endpoint: Endpoint,
+    /// Its circuit, health, limits and keys (survives reloads).
+    pub state: Arc<DeploymentState>,
+}

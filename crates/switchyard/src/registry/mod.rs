@@ -1,0 +1,485 @@
+//! REGISTRY: each deployment's and client's runtime state, kept across
+//! config reloads — circuit (`circuit`), health and provider keys
+//! (`health`), concurrency, queue and rpm/tpm (`limits`), the retry budget
+//! (`retry_budget`), what a served stream holds (`held`) — plus the
+//! gateway-wide budgets and issued keys, and the response cache handle.
+//! Every number lives behind `state::store::StateStore`, so one gateway or
+//! a fleet sharing Redis see the same state; routing reads it, reliability
+//! writes it.
+
+pub mod circuit;
+pub mod health;
+pub mod held;
+pub mod limits;
+pub mod retry_budget;
+
+use crate::state::cache::{MemoryCache, ResponseCache};
+use crate::state::fleet::{Fleet, FleetSink, SharedCircuit, SharedKey};
+use crate::state::redis_cache::RedisCache;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::error::{ErrorCode, GatewayError};
+use crate::state::store::StateStore;
+use circuit::{Breaker, Outcome, Transition};
+use health::{Health, KeyState, KeyTracker};
+use limits::{DeploymentLimits, RateCounter, Scope};
+use retry_budget::RetryBudget;
+
+/// One deployment's reliability state.
+pub struct DeploymentState {
+    pub id: String,
+    pub circuit: Breaker,
+    pub health: Health,
+    pub limits: DeploymentLimits,
+    pub retry_budget: RetryBudget,
+    pub keys: KeyTracker,
+    /// The fleet this deployment's circuit is shared with.
+    fleet: Option<Arc<Fleet>>,
+    /// Its rpm and tpm windows' names on the fleet's Redis (made once).
+    pub shared_windows: Option<(Arc<str>, Arc<str>)>,
+}
+
+/// `/admin/state` `deployments[]` entry (contract §5).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeploymentAdmin {
+    pub id: String,
+    pub circuit: &'static str,
+    pub health_score: f64,
+    pub error_rate: f64,
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p95_ms: Option<f64>,
+    pub inflight: i64,
+    pub rpm_used: u64,
+    pub tpm_used: u64,
+    pub keys: Vec<KeyState>,
+}
+
+impl DeploymentState {
+    fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config, fleet: Option<Arc<Fleet>>) -> Self {
+        let scope = format!("dep:{id}");
+        let (provider, p) = provider_of(cfg, id);
+        let keys = p.map_or(&[][..], |p| &p.keys[..]);
+        DeploymentState {
+            id: id.to_owned(),
+            circuit: Breaker::new(
+                store.clone(),
+                &scope,
+                p.map(|p| p.circuit).unwrap_or_default(),
+            ),
+            health: Health::new(store.clone(), &scope),
+            limits: DeploymentLimits::new(
+                store.clone(),
+                &scope,
+                p.map(|p| p.limits).unwrap_or_default(),
+            ),
+            retry_budget: RetryBudget::new(store.clone(), &scope),
+            keys: KeyTracker::new(store.clone(), provider, keys),
+            shared_windows: fleet.as_ref().map(|f| {
+                (
+                    f.key(&format!("dep:{id}:rpm")).into(),
+                    f.key(&format!("dep:{id}:tpm")).into(),
+                )
+            }),
+            fleet,
+        }
+    }
+
+    /// The fleet this deployment's limits and circuit are shared with.
+    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
+        self.fleet.as_ref()
+    }
+
+    /// Tell the fleet about a transition made here.
+    fn share(&self, t: Option<Transition>) -> Option<Transition> {
+        if let (Some(_), Some(f)) = (t, &self.fleet) {
+            f.publish(&self.id, self.circuit.shared());
+        }
+        t
+    }
+
+    /// An operator's `open`, `close` or `reset` (shared with the fleet).
+    pub fn force(&self, action: &str) -> Option<Transition> {
+        let t = match action {
+            "open" => self.circuit.force_open(),
+            "close" => self.circuit.force_close(),
+            "reset" => self.circuit.reset(),
+            _ => return None,
+        };
+        self.share(Some(t))
+    }
+
+    fn update(&self, cfg: &Config) {
+        let (provider, p) = provider_of(cfg, &self.id);
+        if let Some(p) = p {
+            self.circuit.set_config(p.circuit);
+            self.limits.set_config(p.limits);
+            // A key whose value changed is in use again.
+            self.keys.set_keys(provider, &p.keys);
+        }
+    }
+
+    /// Feeds one finished attempt to the breaker and the health stats.
+    /// A 429 lowers health (steer away) but does not count against the
+    /// circuit; client errors count against neither.
+    pub fn observe(
+        &self,
+        now: Instant,
+        result: Result<(), &GatewayError>,
+        latency: Duration,
+        probe: bool,
+    ) -> Option<Transition> {
+        let failure = result.is_err_and(circuit::counts_as_failure);
+        let limited = result.is_err_and(|e| e.code == ErrorCode::RateLimited);
+        self.health.record(now, !(failure || limited), latency);
+        let outcome = Outcome {
+            ok: !failure,
+            latency,
+            probe,
+        };
+        self.share(self.circuit.record(now, outcome))
+    }
+
+    /// The health as routing sees it: in a fleet, every instance's view
+    /// of the deployment merged.
+    pub fn health(&self, now: Instant) -> crate::registry::health::HealthSnapshot {
+        let mut h = self.health.snapshot(now, self.circuit.state());
+        if let Some(f) = &self.fleet {
+            h.health_score = f.merged_health(&self.id, h.health_score);
+        }
+        h
+    }
+
+    pub fn admin(&self, now: Instant) -> DeploymentAdmin {
+        let circuit = self.circuit.state();
+        let h = self.health(now);
+        let (rpm_used, tpm_used) = self.limits.used(now);
+        DeploymentAdmin {
+            id: self.id.clone(),
+            circuit: circuit.as_str(),
+            health_score: h.health_score,
+            error_rate: h.error_rate,
+            latency_p50_ms: h.latency_p50_ms,
+            latency_p95_ms: h.latency_p95_ms,
+            inflight: h.inflight,
+            rpm_used,
+            tpm_used,
+            keys: self.keys.states(),
+        }
+    }
+}
+
+fn provider_of<'a>(cfg: &'a Config, id: &str) -> (&'a str, Option<&'a crate::config::Provider>) {
+    let name = cfg.deployments.get(id).map_or("", |d| d.provider.as_str());
+    (name, cfg.providers.get(name))
+}
+
+/// A client's rpm/tpm (contract §2 `clients[].rpm|tpm`).
+pub struct ClientLimits {
+    pub rpm: Option<u32>,
+    pub tpm: Option<u64>,
+    pub counter: RateCounter,
+    /// Its rpm and tpm windows' names on the fleet's Redis (made once).
+    pub shared_windows: Option<(Arc<str>, Arc<str>)>,
+}
+
+/// Per-deployment and per-client state, published as `ArcSwap` maps: a
+/// request does one lock-free load and a hash lookup.
+pub struct Registry {
+    store: Arc<dyn StateStore>,
+    deployments: ArcSwap<HashMap<String, Arc<DeploymentState>>>,
+    clients: ArcSwap<HashMap<String, Arc<ClientLimits>>>,
+    /// Serialises reconciles (reloads), never requests.
+    reconciling: Mutex<()>,
+    /// Client budgets: spend and reservations per window.
+    pub budgets: crate::governance::budget::Budgets,
+    /// Virtual keys issued through the admin API.
+    pub issued_keys: crate::governance::keys::IssuedKeys,
+    /// The response cache and the settings it was built with: kept across
+    /// reloads that leave `cache` alone, built anew when they change it.
+    cache: Mutex<Option<(crate::config::Cache, Arc<dyn ResponseCache>)>>,
+    /// The fleet, with `state.backend: redis`.
+    pub fleet: Option<Arc<Fleet>>,
+}
+
+impl Registry {
+    pub fn new(store: Arc<dyn StateStore>) -> Self {
+        Self::with_fleet(store, None)
+    }
+
+    pub fn with_fleet(store: Arc<dyn StateStore>, fleet: Option<Arc<Fleet>>) -> Self {
+        Registry {
+            fleet,
+            store,
+            deployments: ArcSwap::from_pointee(HashMap::new()),
+            clients: ArcSwap::from_pointee(HashMap::new()),
+            reconciling: Mutex::new(()),
+            budgets: Default::default(),
+            issued_keys: Default::default(),
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The response cache `cfg` asks for (`None` when it is off). Called per
+    /// config, never per request: the `Live` snapshot keeps the handle.
+    pub fn response_cache(&self, cfg: &crate::config::Cache) -> Option<Arc<dyn ResponseCache>> {
+        use crate::config::CacheBackend;
+        let mut held = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let shared = match (cfg.backend, &self.fleet) {
+            (CacheBackend::Memory, _) => None,
+            (CacheBackend::Redis, Some(f)) => Some(f),
+            _ => {
+                *held = None;
+                return None;
+            }
+        };
+        if let Some((was, cache)) = held.as_ref() {
+            if was == cfg {
+                return Some(cache.clone());
+            }
+        }
+        let cache: Arc<dyn ResponseCache> = match shared {
+            Some(f) => Arc::new(RedisCache::new(f.clone(), cfg.ttl, cfg.max_entries)),
+            None => Arc::new(MemoryCache::new(cfg.ttl, cfg.max_entries, cfg.max_bytes)),
+        };
+        *held = Some((*cfg, cache.clone()));
+        Some(cache)
+    }
+
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// Adds new deployments, drops removed ones, keeps the state of the rest
+    /// (with their new limits and circuit settings). Counts of a removed
+    /// deployment stay in the store: re-adding it resumes them.
+    pub fn reconcile(&self, cfg: &Config) {
+        let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.deployments.load();
+        let mut next = HashMap::with_capacity(cfg.deployments.len());
+        for id in cfg.deployments.keys() {
+            let dep = match old.get(id) {
+                Some(d) => {
+                    d.update(cfg);
+                    d.clone()
+                }
+                None => Arc::new(DeploymentState::new(
+                    &self.store,
+                    id,
+                    cfg,
+                    self.fleet.clone(),
+                )),
+            };
+            next.insert(id.clone(), dep);
+        }
+        self.deployments.store(Arc::new(next));
+
+        // A client's counts live in the store under its id, so a fresh
+        // counter object after a reload picks them up where they were.
+        let clients = cfg.clients.iter().flatten().map(|c| {
+            let name = format!("client:{}", c.id);
+            let limits = ClientLimits {
+                rpm: c.rpm,
+                tpm: c.tpm,
+                counter: RateCounter::new(self.store.clone(), Scope::Client, &name),
+                shared_windows: self.fleet.as_ref().map(|f| {
+                    (
+                        f.key(&format!("{name}:rpm")).into(),
+                        f.key(&format!("{name}:tpm")).into(),
+                    )
+                }),
+            };
+            (c.id.clone(), Arc::new(limits))
+        });
+        self.clients.store(Arc::new(clients.collect()));
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<DeploymentState>> {
+        self.deployments.load().get(id).cloned()
+    }
+
+    pub fn client(&self, id: &str) -> Option<Arc<ClientLimits>> {
+        self.clients.load().get(id).cloned()
+    }
+
+    /// This instance's own health score per deployment (for the fleet).
+    pub fn local_health(&self) -> HashMap<String, f64> {
+        let now = Instant::now();
+        self.deployments
+            .load()
+            .values()
+            .map(|d| {
+                (
+                    d.id.clone(),
+                    d.health.snapshot(now, d.circuit.state()).health_score,
+                )
+            })
+            .collect()
+    }
+
+    /// `/admin/state` `deployments`, sorted by id.
+    pub fn admin_state(&self) -> Vec<DeploymentAdmin> {
+        let now = Instant::now();
+        let mut list: Vec<_> = self
+            .deployments
+            .load()
+            .values()
+            .map(|d| d.admin(now))
+            .collect();
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        list
+    }
+}
+
+/// Events from the rest of the fleet land here: circuits on the breakers,
+/// virtual keys in the issued set.
+impl FleetSink for Registry {
+    fn circuit(&self, deployment: &str, c: SharedCircuit, age_ms: u64) {
+        if let Some(d) = self.get(deployment) {
+            d.circuit.apply_shared(c, age_ms);
+        }
+    }
+
+    fn key_issued(&self, k: SharedKey) {
+        if let Some((sha, issued)) = crate::governance::keys::from_shared(&k) {
+            self.issued_keys.insert(sha, issued);
+        }
+    }
+
+    fn key_revoked(&self, client: &str, id: &str) {
+        self.issued_keys.remove(client, id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Source;
+    use crate::registry::circuit::{Admit, CircuitState};
+    use crate::state::memory::MemoryStore;
+
+    #[test]
+    fn a_reload_keeps_the_cache_unless_its_settings_change() {
+        use crate::config::{Cache, CacheBackend, CacheWhen};
+        let reg = Registry::new(Arc::new(MemoryStore::new()));
+        let cfg = Cache {
+            backend: CacheBackend::Memory,
+            ttl: Duration::from_secs(60),
+            max_entries: 10,
+            max_bytes: 1 << 20,
+            when: CacheWhen::Always,
+        };
+        let first = reg.response_cache(&cfg).expect("memory cache");
+        assert!(Arc::ptr_eq(&first, &reg.response_cache(&cfg).unwrap()));
+        let longer = Cache {
+            ttl: Duration::from_secs(120),
+            ..cfg
+        };
+        let second = reg.response_cache(&longer).unwrap();
+        assert!(!Arc::ptr_eq(&first, &second));
+        let off = Cache {
+            backend: CacheBackend::Off,
+            ..cfg
+        };
+        assert!(reg.response_cache(&off).is_none());
+        // Back on after off: a fresh, empty cache.
+        assert!(!Arc::ptr_eq(&second, &reg.response_cache(&longer).unwrap()));
+    }
+
+    fn config(extra_model: &str, rpm: u32) -> Config {
+        let src = format!(
+            "providers:\n  p:\n    protocol: openai\n    base_url: http://127.0.0.1:1/v1\n    \
+             keys: [{{ env: K1 }}, {{ env: K2 }}]\n    limits: {{ rpm: {rpm} }}\n    \
+             circuit: {{ consecutive_failures: 2 }}\nmodels:\n  - {{ provider: p, model: a }}\n{extra_model}\
+             clients:\n  - {{ id: bot, key_sha256: \"{}\", rpm: 1 }}\n",
+            "ab".repeat(32)
+        );
+        // Only the keys' variables: `SWITCHYARD_LISTEN` & co. would move the listeners.
+        let env = |name: &str| matches!(name, "K1" | "K2").then(|| "sk".to_owned());
+        crate::config::load_str(&src, "t.yaml", &env).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconcile_keeps_state_across_a_reload() {
+        let reg = Registry::new(Arc::new(MemoryStore::new()));
+        let first = config("  - { provider: p, model: b }\n", 100);
+        reg.reconcile(&first);
+        let a = reg.get("p/a").unwrap();
+        let err = GatewayError::new(ErrorCode::UpstreamError, Source::Upstream, "boom");
+        let now = Instant::now();
+        let _inflight = a.health.start();
+        assert_eq!(
+            a.observe(now, Err(&err), Duration::from_millis(5), false),
+            None
+        );
+        let t = a
+            .observe(now, Err(&err), Duration::from_millis(5), false)
+            .unwrap();
+        assert_eq!(t.to, CircuitState::Open);
+        a.limits.check_rate(now, 10).ok().unwrap().settle(10);
+        let k1 = &first.providers["p"].keys[0];
+        assert_eq!(k1.label, "env:K1");
+        a.keys
+            .set_aside(k1, crate::registry::health::SetAside::Rejected);
+
+        // Reload: `p/b` gone, `p/c` new, rpm lowered; `p/a` keeps everything.
+        reg.reconcile(&config("  - { provider: p, model: c }\n", 1));
+        assert!(reg.get("p/b").is_none());
+        assert!(reg.get("p/c").is_some());
+        let again = reg.get("p/a").unwrap();
+        assert!(Arc::ptr_eq(&a, &again));
+        assert!(matches!(again.circuit.admit(now), Admit::Rejected { .. }));
+        let r = again.limits.check_rate(now, 0).err().unwrap();
+        assert_eq!(r.reason, "rpm", "the new limit applies to the kept count");
+
+        let state = reg.admin_state();
+        let ids: Vec<_> = state.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["p/a", "p/c"]);
+        let json = serde_json::to_value(&state[0]).unwrap();
+        assert_eq!(json["circuit"], "open");
+        assert_eq!(json["error_rate"], 1.0);
+        assert_eq!(json["inflight"], 1);
+        assert_eq!(json["rpm_used"], 1);
+        assert_eq!(json["tpm_used"], 10);
+        assert_eq!(json["keys"][0]["status"], "quarantined");
+        assert_eq!(json["keys"][1]["status"], "active");
+        for field in ["health_score", "latency_p50_ms", "latency_p95_ms"] {
+            assert!(json.get(field).is_some(), "{field}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_and_client_errors_do_not_open_the_circuit() {
+        let reg = Registry::new(Arc::new(MemoryStore::new()));
+        reg.reconcile(&config("", 100));
+        let a = reg.get("p/a").unwrap();
+        let now = Instant::now();
+        for code in [
+            ErrorCode::RateLimited,
+            ErrorCode::InvalidRequest,
+            ErrorCode::ContentFiltered,
+        ] {
+            let e = GatewayError::new(code, Source::Upstream, "x");
+            for _ in 0..5 {
+                assert_eq!(a.observe(now, Err(&e), Duration::ZERO, false), None);
+            }
+        }
+        assert_eq!(a.circuit.state(), CircuitState::Closed);
+        let s = a.health.snapshot(now, CircuitState::Closed);
+        assert!(
+            (s.error_rate - 5.0 / 15.0).abs() < 1e-9,
+            "only the 429s steer routing away"
+        );
+
+        let bot = reg.client("bot").unwrap();
+        let r = bot.counter.check(now, bot.rpm, bot.tpm, 0);
+        assert!(r.is_ok());
+        assert!(bot.counter.check(now, bot.rpm, bot.tpm, 0).is_err());
+    }
+}
