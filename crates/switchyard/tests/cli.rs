@@ -129,16 +129,14 @@ usage: {{ path: {}/usage.db }}
         .unwrap();
     let pid = child.id().unwrap();
     let http = reqwest::Client::new();
-    let mut up = false;
-    for _ in 0..200 {
-        let health = http.get(format!("http://127.0.0.1:{admin}/healthz")).send();
-        if health.await.is_ok_and(|r| r.status() == 200) {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(up, "the gateway did not come up");
+    common::eventually(
+        || async {
+            let health = http.get(format!("http://127.0.0.1:{admin}/healthz")).send();
+            health.await.is_ok_and(|r| r.status() == 200)
+        },
+        "the gateway comes up",
+    )
+    .await;
     let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
     let body = |ms: u64| {
         serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}],
@@ -147,6 +145,7 @@ usage: {{ path: {}/usage.db }}
     let first = http.post(&url).json(&body(0)).send().await.unwrap();
     assert_eq!(first.status(), 200);
     let slow = tokio::spawn(http.post(&url).json(&body(800)).send());
+    // The scenario: SIGTERM lands while the slow request is in flight.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let kill = std::process::Command::new("sh")
         .args(["-c", &format!("kill -TERM {pid}")])
@@ -154,6 +153,8 @@ usage: {{ path: {}/usage.db }}
         .unwrap();
     assert!(kill.success());
     // Stopping: a new connection is refused while the slow request drains.
+    // (A fixed pause for the listener to close: `late` below is the one
+    // probe, and what it meets is the assertion.)
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     let late = reqwest::Client::new()
         .post(&url)

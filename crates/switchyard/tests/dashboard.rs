@@ -8,8 +8,6 @@
 mod chromium;
 mod common;
 
-use std::time::{Duration, Instant};
-
 use chromium::Browser;
 use serde_json::{json, Value};
 
@@ -65,20 +63,23 @@ async fn send(h: &common::Harness, route: &str, id: &str) {
 
 /// Polls the page until `ok` holds for what it shows (10 s at most).
 async fn until(b: &Browser, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    let mut last = Value::Null;
-    while start.elapsed() < Duration::from_secs(10) {
-        match b.eval(READ_DOM).await {
-            Ok(v) if ok(&v) => return v,
-            Ok(v) => last = v,
-            Err(e) => last = Value::String(e),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "the dashboard never showed {what}; it last showed {last:#}\nbrowser log:\n{}",
-        b.log()
-    );
+    let last = std::cell::RefCell::new(Value::Null);
+    let shown = common::poll_within(common::PATIENCE, || async {
+        let seen = match b.eval(READ_DOM).await {
+            Ok(v) if ok(&v) => return Some(v),
+            Ok(v) => v,
+            Err(e) => Value::String(e),
+        };
+        *last.borrow_mut() = seen;
+        None
+    });
+    shown.await.unwrap_or_else(|| {
+        panic!(
+            "the dashboard never showed {what}; it last showed {:#}\nbrowser log:\n{}",
+            last.borrow(),
+            b.log()
+        )
+    })
 }
 
 /// The browser's answer to the admin listener's Basic challenge, as if an

@@ -420,6 +420,7 @@ async fn a_dribbled_request_is_timed_out_and_closed() {
             if wr.write_all(b" ").await.is_err() {
                 return;
             }
+            // The dribble under test: a byte every 50 ms.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
@@ -446,6 +447,7 @@ async fn a_dribbled_request_is_timed_out_and_closed() {
             if wr.write_all(&[*b]).await.is_err() {
                 return;
             }
+            // The dribble under test: a byte every 50 ms.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };

@@ -28,6 +28,7 @@ impl Drop for Nginx {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        // A blocking poll: `drop` cannot await.
         for _ in 0..100 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;
@@ -112,6 +113,7 @@ fn start_nginx(upstreams: [&str; 2]) -> Nginx {
         bin: bin.clone(),
         dir,
     };
+    // A blocking poll: `start_nginx` is sync, like `Redis::start`.
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return nginx;

@@ -181,18 +181,17 @@ async fn a_stopped_server_fails_no_request_and_its_rows_are_counted_as_dropped()
     );
     // Back up: rows are written again.
     pg.restart();
-    let mut written = false;
-    for _ in 0..50 {
-        assert_eq!(chat().await.unwrap().status(), 200);
-        h.flush_usage().await;
-        let m = h.metrics().await;
-        if metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}") > 1.0 {
-            written = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(written, "writes resume once PostgreSQL is back");
+    common::eventually_within(
+        std::time::Duration::from_secs(5),
+        || async {
+            assert_eq!(chat().await.unwrap().status(), 200);
+            h.flush_usage().await;
+            let m = h.metrics().await;
+            (metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}") > 1.0).then_some(())
+        },
+        "writes resume once PostgreSQL is back",
+    )
+    .await;
 }
 
 /// Two instances on one PostgreSQL: a key issued on one works on the other,
@@ -224,15 +223,16 @@ async fn instances_sharing_postgres_agree_on_issued_keys() {
         200,
         "at once where it was issued"
     );
-    let mut seen = 0;
-    for _ in 0..60 {
-        seen = status_on(&b).await.unwrap().status().as_u16();
-        if seen == 200 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(seen, 200, "the other instance picks it up from the store");
+    let answers = |want: u16| {
+        let b = &b;
+        move || async move { (status_on(b).await.unwrap().status() == want).then_some(()) }
+    };
+    common::eventually_within(
+        std::time::Duration::from_secs(6),
+        answers(200),
+        "the other instance picks it up from the store",
+    )
+    .await;
     let r = http
         .delete(a.admin(&format!("/admin/clients/team/keys/{id}")))
         .send()
@@ -244,14 +244,12 @@ async fn instances_sharing_postgres_agree_on_issued_keys() {
         401,
         "at once where it was revoked"
     );
-    for _ in 0..60 {
-        seen = status_on(&b).await.unwrap().status().as_u16();
-        if seen == 401 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(seen, 401, "and on the other instance within the key sync");
+    common::eventually_within(
+        std::time::Duration::from_secs(6),
+        answers(401),
+        "and on the other instance within the key sync",
+    )
+    .await;
 }
 
 /// What one request of the fleet test sent, and what it got back.
@@ -380,19 +378,20 @@ async fn three_processes_writing_at_once_lose_and_duplicate_no_row() {
     // it served; the counter moves only once the batch is committed.
     for (n, gw) in fleet.iter().enumerate() {
         let served = sent.iter().filter(|s| s.instance == n).count() as f64;
-        let mut m = String::new();
-        for _ in 0..200 {
-            m = gw.metrics().await;
+        let counted = common::poll_within(common::PATIENCE, || async {
+            let m = gw.metrics().await;
             let ok = metric(&m, "switchyard_usage_store_writes_total{result=\"ok\"}");
             let dropped = metric(
                 &m,
                 "switchyard_usage_store_writes_total{result=\"dropped\"}",
             );
-            if ok + dropped >= served {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            (ok + dropped >= served).then_some(m)
+        });
+        // Not all counted in time: the asserts below say what is missing.
+        let m = match counted.await {
+            Some(m) => m,
+            None => gw.metrics().await,
+        };
         assert_eq!(
             metric(
                 &m,
@@ -426,14 +425,15 @@ async fn three_processes_writing_at_once_lose_and_duplicate_no_row() {
             .filter(|s| s.instance == n)
             .map(|s| s.request_id.as_str())
             .collect();
-        let mut lines = Vec::new();
-        for _ in 0..100 {
-            lines = gw.decisions();
-            if lines.len() >= want.len() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let lines = common::eventually_within(
+            Duration::from_secs(5),
+            || async {
+                let lines = gw.decisions();
+                (lines.len() >= want.len()).then_some(lines)
+            },
+            &format!("{}: a decision line per request", gw.name),
+        )
+        .await;
         assert_eq!(
             lines.len(),
             want.len(),

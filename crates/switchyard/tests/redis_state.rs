@@ -126,6 +126,8 @@ async fn circuit_transitions_reach_every_instance_in_order_and_late_ones_catch_u
         let (b, pos) = (b.clone(), pos.clone());
         async move { b.circuit_events(&pos, 5_000).await.unwrap() }
     });
+    // The scenario: the consumer is already blocked when the event comes
+    // (nothing to poll: its waiting shows nowhere).
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let started = std::time::Instant::now();
     assert_eq!(a.publish_circuit("oa/gpt", "open", 1_000).await.unwrap(), 1);
@@ -294,26 +296,53 @@ fn keep_redis_busy(url: String, ms: u64) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Callers that give up on a busy Redis decide without it; what their
+/// calls charged once Redis ran them is given back, so nothing is counted
+/// twice. (A call no longer waited for is not even sent, if it has not
+/// been yet.)
 #[tokio::test]
-async fn an_admission_given_up_while_redis_is_busy_is_never_charged() {
+async fn an_admission_given_up_while_redis_is_busy_is_not_charged_in_the_end() {
     let r = common::redis::Redis::start();
     let s = instances(&r, 1).await.remove(0);
     let w = [minute("client:late:rpm", 100, 1)];
     let busy = keep_redis_busy(r.url(), 700);
+    // The scenario: the busy script runs before the admission is sent...
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let first = {
         let (s, w) = (s.clone(), w.clone());
         tokio::spawn(async move { s.admit(&w, MINUTE).await.unwrap() })
     };
+    // ...and that admission is in flight before the late callers come.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    // Ten callers give up waiting (a gateway decides on its own then):
-    // they queued behind the admission in flight and are never sent.
+    // Ten callers give up waiting (a gateway decides on its own then).
     for _ in 0..10 {
         let late = tokio::time::timeout(std::time::Duration::from_millis(30), s.admit(&w, MINUTE));
         assert!(late.await.is_err(), "Redis is busy: no answer yet");
     }
     busy.await.unwrap();
     assert_eq!(first.await.unwrap(), Admission::Admitted(vec![1]));
+    // Their charges, once run, are given back: the window holds the one.
+    let c = redis::Client::open(r.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    common::eventually(
+        || {
+            let mut c = c.clone();
+            async move {
+                let t: Option<i64> = redis::cmd("HGET")
+                    .arg("client:late:rpm")
+                    .arg("t")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                t == Some(1)
+            }
+        },
+        "the given-up charges given back",
+    )
+    .await;
     assert_eq!(
         s.admit(&w, MINUTE).await.unwrap(),
         Admission::Admitted(vec![2])

@@ -238,6 +238,7 @@ async fn a_full_queue_answers_429_fast_with_retry_after() {
     h.mock.set_default(Behavior::default().latency(600));
     let slow = h.post(chat());
     let fast = async {
+        // The scenario: the slow request holds the one slot first.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let started = Instant::now();
         let r = h.post(chat()).await;
@@ -701,6 +702,7 @@ async fn an_open_stream_holds_its_concurrency_slot_until_it_ends() {
         r.text().await.unwrap()
     };
     let second = async {
+        // The scenario: sent while the stream is still open (it takes ~600 ms).
         tokio::time::sleep(Duration::from_millis(200)).await;
         h.post(chat()).await.status()
     };

@@ -1,6 +1,10 @@
 //! Config reload through the admin API: a good config is swapped in
 //! atomically, a bad one is refused and the old one keeps serving.
 
+mod common;
+
+use std::time::Duration;
+
 use serde_json::{json, Value};
 use switchyard::observe::decision_log::DecisionSink;
 use switchyard::{config, server};
@@ -151,22 +155,18 @@ async fn the_config_reloads_when_its_file_changes_and_no_request_fails() {
             (ok, failed)
         })
     };
-    let serves = |model: String| {
+    // Within 5 s, route `model` answers 200.
+    let serves = |model: String, what: String| {
         let (http, base) = (http.clone(), base.clone());
         async move {
-            for _ in 0..100 {
+            let answers = || {
                 let r = http
                     .post(format!("{base}/v1/chat/completions"))
                     .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-                    .send()
-                    .await
-                    .unwrap();
-                if r.status() == 200 {
-                    return true;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            false
+                    .send();
+                async move { (r.await.unwrap().status() == 200).then_some(()) }
+            };
+            common::eventually_within(Duration::from_secs(5), answers, &what).await
         }
     };
     let metrics = || {
@@ -186,27 +186,22 @@ async fn the_config_reloads_when_its_file_changes_and_no_request_fails() {
         } else {
             std::fs::write(&path, &text).unwrap();
         }
-        assert!(
-            serves(format!("r{i}")).await,
-            "route r{i} serves within 5 s of the write"
-        );
+        serves(
+            format!("r{i}"),
+            format!("route r{i} serves after the write"),
+        )
+        .await;
         if i == 3 {
             // A broken file: counted, and the last good config keeps serving.
             let errors = reloads(&metrics().await, "error");
             write_atomically(&path, "routes: { broken: { targets: [nowhere/x] } }\n");
-            let mut counted = false;
-            for _ in 0..100 {
-                if reloads(&metrics().await, "error") > errors {
-                    counted = true;
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            assert!(counted, "the broken file's reload was counted as an error");
-            assert!(
-                serves("r3".into()).await,
-                "the last good config still serves"
-            );
+            common::eventually_within(
+                Duration::from_secs(5),
+                || async { (reloads(&metrics().await, "error") > errors).then_some(()) },
+                "the broken file's reload was counted as an error",
+            )
+            .await;
+            serves("r3".into(), "the last good config still serves".into()).await;
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -360,19 +360,20 @@ async fn a_collector_that_is_down_costs_counted_spans_not_requests() {
             started.elapsed()
         );
     }
-    let mut dropped = 0.0;
-    for _ in 0..150 {
-        let m = h.metrics().await;
-        dropped = m
-            .lines()
-            .find_map(|l| l.strip_prefix("switchyard_trace_spans_dropped_total "))
-            .map(|v| v.trim().parse::<f64>().unwrap())
-            .unwrap_or(0.0);
-        if dropped >= 15.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let dropped = common::eventually_within(
+        Duration::from_secs(15),
+        || async {
+            let m = h.metrics().await;
+            let dropped = m
+                .lines()
+                .find_map(|l| l.strip_prefix("switchyard_trace_spans_dropped_total "))
+                .map(|v| v.trim().parse::<f64>().unwrap())
+                .unwrap_or(0.0);
+            (dropped >= 15.0).then_some(dropped)
+        },
+        "15 spans counted as dropped",
+    )
+    .await;
     assert_eq!(dropped, 15.0, "3 spans for each of 5 requests");
 }
 

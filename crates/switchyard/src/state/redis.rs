@@ -255,26 +255,33 @@ pub struct RedisState {
 struct AdmitJob {
     cmd: ::redis::Cmd,
     answer: tokio::sync::oneshot::Sender<::redis::RedisResult<::redis::Value>>,
+    /// What undoes the charge, should the caller give up after the call
+    /// was sent (it decided without Redis: never charged twice).
+    refund: Vec<Adjust>,
 }
 
 /// Admissions written to Redis in one pipeline at most.
 const ADMIT_BATCH: usize = 256;
 
-/// Writes admissions out as pipelines, one in flight at a time: a request
-/// that arrives while one is on its way goes with the next. Idle, a request
-/// leaves at once; busy, many share a write and a read on both sides. Each
+/// Writes admissions out as pipelines. A batch is what queued while the
+/// batcher was busy writing the one before: idle, a request leaves at once;
+/// busy, many share a write and a read on both sides. A batch never waits
+/// for the one before it to be answered — the connection is multiplexed,
+/// so several pipelines are on the wire at once — and so a request waits
+/// on Redis for exactly one round trip, whatever else is in flight
+/// (contract §7; `tests/fleet.rs` holds it with Redis 100 ms away). Each
 /// script still runs alone on Redis (its decision on the shared count), so
 /// batching changes no outcome, only the syscalls and wakeups per request:
 /// `bench/fleet.sh` measured a connection-level write per call as most of
 /// the gateway's Redis cost. A caller that stopped waiting (its 50 ms are
-/// up, it decided locally) is dropped before its call is sent, so it is
-/// not charged twice.
+/// up, it decided locally) is dropped before its call is sent, and if its
+/// call was already on the wire what it charged is given back
+/// (`send_batch`): it is never charged twice.
 async fn batch_admissions(
-    mut conn: Conn,
+    conn: Conn,
     script: std::sync::Arc<::redis::Script>,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<AdmitJob>,
 ) {
-    use ::redis::aio::ConnectionLike;
     let mut jobs = Vec::with_capacity(ADMIT_BATCH);
     while rx.recv_many(&mut jobs, ADMIT_BATCH).await > 0 {
         let mut pipe = ::redis::Pipeline::with_capacity(jobs.len());
@@ -282,34 +289,57 @@ async fn batch_admissions(
         for job in jobs.drain(..) {
             if !job.answer.is_closed() {
                 pipe.add_command(job.cmd);
-                answers.push(job.answer);
+                answers.push((job.answer, job.refund));
             }
         }
         if answers.is_empty() {
             continue;
         }
-        let mut replies = conn.req_packed_commands(&pipe, 0, answers.len()).await;
-        if let Ok(values) = &replies {
-            if values.iter().any(no_script) {
-                // Redis lost its scripts (a restart, a failover to a fresh
-                // replica): load it again and send the batch once more.
-                replies = match script.load_async(&mut conn).await {
-                    Ok(_) => conn.req_packed_commands(&pipe, 0, answers.len()).await,
-                    Err(e) => Err(e),
-                };
+        tokio::spawn(send_batch(conn.clone(), script.clone(), pipe, answers));
+    }
+}
+
+type Answer = tokio::sync::oneshot::Sender<::redis::RedisResult<::redis::Value>>;
+
+/// One pipeline of admissions, and each answer to its caller. A caller that
+/// gave up while its call was on the wire decided without Redis: what the
+/// call charged is given back.
+async fn send_batch(
+    mut conn: Conn,
+    script: std::sync::Arc<::redis::Script>,
+    pipe: ::redis::Pipeline,
+    answers: Vec<(Answer, Vec<Adjust>)>,
+) {
+    use ::redis::aio::ConnectionLike;
+    let mut replies = conn.req_packed_commands(&pipe, 0, answers.len()).await;
+    if let Ok(values) = &replies {
+        if values.iter().any(no_script) {
+            // Redis lost its scripts (a restart, a failover to a fresh
+            // replica): load it again and send the batch once more.
+            replies = match script.load_async(&mut conn).await {
+                Ok(_) => conn.req_packed_commands(&pipe, 0, answers.len()).await,
+                Err(e) => Err(e),
+            };
+        }
+    }
+    match replies {
+        Ok(values) => {
+            let mut refunds = Vec::new();
+            for ((answer, refund), v) in answers.into_iter().zip(values) {
+                let admitted = matches!(&v, ::redis::Value::Array(a)
+                    if matches!(a.first(), Some(::redis::Value::Int(1))));
+                if answer.send(Ok(v)).is_err() && admitted {
+                    refunds.extend(refund);
+                }
+            }
+            if !refunds.is_empty() {
+                let _ = adjust_on(&mut conn, &refunds).await;
             }
         }
-        match replies {
-            Ok(values) => {
-                for (answer, v) in answers.into_iter().zip(values) {
-                    let _ = answer.send(Ok(v));
-                }
-            }
-            Err(e) => {
-                for answer in answers {
-                    let e = (e.kind(), "admission batch failed", e.to_string());
-                    let _ = answer.send(Err(e.into()));
-                }
+        Err(e) => {
+            for (answer, _) in answers {
+                let e = (e.kind(), "admission batch failed", e.to_string());
+                let _ = answer.send(Err(e.into()));
             }
         }
     }
@@ -437,9 +467,22 @@ impl RedisState {
                 .arg(kind)
                 .arg(seed);
         }
+        let refund = windows
+            .iter()
+            .filter(|w| w.cost > 0)
+            .map(|w| Adjust {
+                key: w.key.into(),
+                field: w.field(now_ms),
+                delta: -(w.cost as i64),
+            })
+            .collect();
         let (answer, reply) = tokio::sync::oneshot::channel();
         self.admit_tx
-            .send(AdmitJob { cmd, answer })
+            .send(AdmitJob {
+                cmd,
+                answer,
+                refund,
+            })
             .map_err(|_| gone())?;
         let value = reply.await.map_err(|_| gone())??;
         let reply: Vec<u64> = ::redis::from_owned_redis_value(value.extract_error()?)?;
@@ -457,32 +500,36 @@ impl RedisState {
     /// Many requests' corrections in one pipelined round trip, those to
     /// the same counter summed first (most of a batch hits a few buckets).
     pub async fn adjust(&self, batch: &[Adjust]) -> Result<(), ::redis::RedisError> {
-        let mut sums: std::collections::HashMap<(&str, Option<u64>), i64> =
-            std::collections::HashMap::with_capacity(8);
-        for a in batch {
-            *sums.entry((&a.key, a.field)).or_default() += a.delta;
-        }
-        sums.retain(|_, d| *d != 0);
-        if sums.is_empty() {
-            return Ok(());
-        }
-        let mut pipe = ::redis::pipe();
-        for ((key, field), delta) in sums {
-            match field {
-                Some(f) => pipe
-                    .cmd("EVAL")
-                    .arg(ADJUST)
-                    .arg(1)
-                    .arg(key)
-                    .arg(f)
-                    .arg(delta)
-                    .ignore(),
-                None => pipe.incr(key, delta).ignore(),
-            };
-        }
-        let mut conn = self.conn.clone();
-        pipe.query_async::<()>(&mut conn).await
+        adjust_on(&mut self.conn.clone(), batch).await
     }
+}
+
+/// [`RedisState::adjust`] on `conn`.
+async fn adjust_on(conn: &mut Conn, batch: &[Adjust]) -> Result<(), ::redis::RedisError> {
+    let mut sums: std::collections::HashMap<(&str, Option<u64>), i64> =
+        std::collections::HashMap::with_capacity(8);
+    for a in batch {
+        *sums.entry((&a.key, a.field)).or_default() += a.delta;
+    }
+    sums.retain(|_, d| *d != 0);
+    if sums.is_empty() {
+        return Ok(());
+    }
+    let mut pipe = ::redis::pipe();
+    for ((key, field), delta) in sums {
+        match field {
+            Some(f) => pipe
+                .cmd("EVAL")
+                .arg(ADJUST)
+                .arg(1)
+                .arg(key)
+                .arg(f)
+                .arg(delta)
+                .ignore(),
+            None => pipe.incr(key, delta).ignore(),
+        };
+    }
+    pipe.query_async::<()>(conn).await
 }
 
 /// Circuit transitions as versioned events (contract §7): every instance

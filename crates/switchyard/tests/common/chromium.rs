@@ -169,13 +169,12 @@ impl Drop for Browser {
 /// Chromium writes its DevTools port to the profile once it listens.
 async fn devtools_port(profile: &Path) -> u16 {
     let file = profile.join("DevToolsActivePort");
-    for _ in 0..300 {
-        if let Ok(text) = std::fs::read_to_string(&file) {
-            if let Some(port) = text.lines().next().and_then(|l| l.trim().parse().ok()) {
-                return port;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let port = crate::common::poll_within(Duration::from_secs(30), || async {
+        let text = std::fs::read_to_string(&file).ok()?;
+        text.lines().next().and_then(|l| l.trim().parse().ok())
+    });
+    if let Some(port) = port.await {
+        return port;
     }
     let log = std::fs::read_to_string(profile.join("chromium.log")).unwrap_or_default();
     panic!("chromium wrote no DevToolsActivePort within 30 s; its log:\n{log}");

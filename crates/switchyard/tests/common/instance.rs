@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use switchyard_mock::MockServer;
 
@@ -165,34 +165,55 @@ impl Instance {
             .timeout(Duration::from_millis(500))
             .build()
             .unwrap();
-        let started = Instant::now();
-        let mut last = String::from("no answer");
-        while started.elapsed() < READY_WITHIN {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+        let readyz = self.admin("/readyz");
+        let last = std::cell::RefCell::new(String::from("no answer"));
+        let child = &mut self.child;
+        // `Some(Ok)` ready, `Some(Err)` exited, `None` not yet.
+        let outcome = super::poll_within(READY_WITHIN, || {
+            let exited = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            let probe = match exited {
+                Some(status) => Err(status),
+                None => Ok(http.get(&readyz).send()),
+            };
+            let last = &last;
+            async move {
+                match probe {
+                    Err(status) => Some(Err(status)),
+                    Ok(ready) => match ready.await {
+                        Ok(r) if r.status() == 200 => Some(Ok(())),
+                        Ok(r) => {
+                            *last.borrow_mut() = format!("/readyz answered {}", r.status());
+                            None
+                        }
+                        Err(e) => {
+                            *last.borrow_mut() = e.to_string();
+                            None
+                        }
+                    },
+                }
+            }
+        })
+        .await;
+        match outcome {
+            Some(Ok(())) => Ok(()),
+            Some(Err(status)) => {
                 self.child = None;
-                return Err(format!(
+                Err(format!(
                     "{} exited before it was ready ({status})\n{}",
                     self.name,
                     self.output_tails()
-                ));
+                ))
             }
-            match http.get(self.admin("/readyz")).send().await {
-                Ok(r) if r.status() == 200 => return Ok(()),
-                Ok(r) => last = format!("/readyz answered {}", r.status()),
-                Err(e) => last = e.to_string(),
+            None => {
+                self.kill();
+                Err(format!(
+                    "{} was not ready within {READY_WITHIN:?} ({})\n{}",
+                    self.name,
+                    last.into_inner(),
+                    self.output_tails()
+                ))
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        self.kill();
-        Err(format!(
-            "{} was not ready within {READY_WITHIN:?} ({last})\n{}",
-            self.name,
-            self.output_tails()
-        ))
     }
 
     /// `http://127.0.0.1:{port}{path}`: the client-facing API.
@@ -316,12 +337,14 @@ impl Instance {
             .args(["-TERM", &c.id().to_string()])
             .status()
             .is_ok_and(|s| s.success());
-        let started = Instant::now();
-        while sent && started.elapsed() < STOP_WITHIN {
-            if let Ok(Some(status)) = c.try_wait() {
+        if sent {
+            let exited = super::poll_within(STOP_WITHIN, || {
+                let status = c.try_wait().ok().flatten();
+                async move { status }
+            });
+            if let Some(status) = exited.await {
                 return status;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let _ = c.kill();
         let _ = c.wait();

@@ -10,23 +10,63 @@ pub mod otlp;
 pub mod postgres;
 pub mod redis;
 
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// How long [`eventually`] and [`eventually_some`] wait.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
 /// Wait until `check` holds, asking again every 25 ms, for at most 10 s;
-/// panics naming `what` if it never does. The one polling helper for every
-/// test that waits on something asynchronous (a log line written, a state
-/// shared, a process up).
+/// panics naming `what` if it never does. Every test that waits on
+/// something asynchronous (a log line written, a state shared, a process
+/// up) waits with this family, all on the one loop of [`poll_within`].
 pub async fn eventually<F, Fut>(mut check: F, what: &str)
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: Future<Output = bool>,
 {
-    let started = std::time::Instant::now();
-    while started.elapsed() < std::time::Duration::from_secs(10) {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    let check = || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    };
+    eventually_within(PATIENCE, check, what).await
+}
+
+/// For a wait whose find the test goes on with (a response, lines): the first `Some`, within 10 s.
+pub async fn eventually_some<T, F, Fut>(check: F, what: &str) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_within(PATIENCE, check, what).await
+}
+
+/// For a wait with a bound of its own ("within 1 s"): the first `Some` within `limit`.
+pub async fn eventually_within<T, F, Fut>(limit: Duration, check: F, what: &str) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match poll_within(limit, check).await {
+        Some(found) => found,
+        None => panic!("not within {} s: {what}", limit.as_secs_f64()),
     }
-    panic!("not within 10 s: {what}");
+}
+
+/// The loop itself (`None` at `limit`), for a waiter that words its own failure from what it saw.
+pub async fn poll_within<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Some(found) = check().await {
+            return Some(found);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    None
 }
 
 /// A port nothing listens on now (for a server a test starts itself).
@@ -132,13 +172,12 @@ impl Harness {
 
     /// Wait (briefly) for the n-th decision line: streams write theirs at the end.
     pub async fn decision(&self, n: usize) -> serde_json::Value {
-        for _ in 0..200 {
-            if let Some(d) = self.decisions().into_iter().nth(n) {
-                return d;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!("no decision line #{n}");
+        eventually_within(
+            Duration::from_secs(2),
+            || async { self.decisions().into_iter().nth(n) },
+            &format!("decision line #{n}"),
+        )
+        .await
     }
 
     pub fn admin(&self, path: &str) -> String {

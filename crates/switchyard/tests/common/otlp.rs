@@ -188,14 +188,16 @@ impl Receiver {
     /// Wait (up to 10 s) until at least `n` spans arrived, then a little
     /// longer for any straggler of the same export schedule.
     pub async fn wait_spans(&self, n: usize) -> Vec<Span> {
-        for _ in 0..200 {
-            if self.spans().len() >= n {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                return self.spans();
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let arrived = super::poll_within(super::PATIENCE, || async {
+            (self.spans().len() >= n).then_some(())
+        });
+        if arrived.await.is_none() {
+            panic!("fewer than {n} spans arrived: {:#?}", self.spans());
         }
-        panic!("fewer than {n} spans arrived: {:#?}", self.spans());
+        // A fixed grace, not a poll: a straggler may or may not come, and
+        // the test wants it counted if it does.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.spans()
     }
 }
 

@@ -60,6 +60,8 @@ impl Redis {
             port,
             _dir: dir,
         };
+        // A blocking poll: `Redis::start` is sync (tests call it outside
+        // any `.await`), so `eventually` cannot serve here.
         for _ in 0..200 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return r;
@@ -299,6 +301,7 @@ impl Cluster {
             "cluster create: {}",
             String::from_utf8_lossy(&out.stdout)
         );
+        // A blocking poll, as in `Redis::wait`: `Cluster::start` is sync.
         for n in &nodes {
             let mut ok = false;
             for _ in 0..200 {
@@ -326,4 +329,76 @@ impl Cluster {
             .collect();
         format!("[{}]", urls.join(", "))
     }
+}
+
+/// A TCP hop that delays every byte by `one_way` in each direction, like a
+/// Redis in another zone: in front of `target` (a local port). The delay
+/// is a fixed latency, not a throughput cap: bytes read while earlier ones
+/// wait are queued with their own deadlines.
+pub struct DelayProxy {
+    pub port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DelayProxy {
+    pub async fn start(target: u16, one_way: Duration) -> DelayProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                    continue;
+                };
+                // Small writes go at once both ways (Nagle would hold one
+                // behind an unacknowledged other: a 40 ms stall).
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::spawn(delayed(cr, sw, one_way));
+                tokio::spawn(delayed(sr, cw, one_way));
+            }
+        });
+        DelayProxy { port, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copy `from` to `to`, each chunk written `delay` after it was read.
+async fn delayed(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((at, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0
+            || tx
+                .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
+                .is_err()
+        {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
 }
