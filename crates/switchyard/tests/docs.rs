@@ -254,6 +254,9 @@ fn obj(key: &str, value: Value) -> Value {
 /// Puts a value somewhere in a whole config.
 type Place = Rc<dyn Fn(Value) -> Value>;
 
+/// Puts a value under a key, in one of the shapes a key's value may take.
+type Shape = fn(&str, Value) -> Value;
+
 /// The keys the loader allows in the mapping `place` puts the probe key in,
 /// read from its "unknown key" diagnostic; `None` when that place is not a
 /// mapping of named keys. (JSON is YAML, so the config is written as JSON.)
@@ -282,7 +285,7 @@ fn walk(path: &str, place: Place, out: &mut BTreeSet<String>) {
         assert!(out.insert(full.clone()), "{full} found twice");
         // The shapes of a value that holds keys of its own: a mapping, a
         // list of mappings, a mapping of named mappings.
-        let shapes: [(String, fn(&str, Value) -> Value); 3] = [
+        let shapes: [(String, Shape); 3] = [
             (full.clone(), obj),
             (format!("{full}[]"), |k, v| obj(k, Value::Array(vec![v]))),
             (format!("{full}.<name>"), |k, v| obj(k, obj("x", v))),
