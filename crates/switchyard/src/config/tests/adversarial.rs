@@ -1,11 +1,13 @@
 //! The config loader against broken and hostile YAML (issue 22): arbitrary
 //! bytes, the real configs (this module's `FULL`, the demo's, the Kubernetes
-//! ConfigMap's, the README's) cut, flipped and rearranged line by line with
+//! ConfigMap's, the book's) cut, flipped and rearranged line by line with
 //! hostile values put in, and YAML built to cost (alias bombs, deep nesting,
 //! huge numbers and lists). `load_str` must answer with a config or with
 //! diagnostics that point into the text, without a panic, in bounded time.
 
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::prop::config;
@@ -17,6 +19,11 @@ use crate::config::{load_str, Diagnostic};
 
 /// The real configs of the repository.
 fn configs() -> Vec<String> {
+    static CONFIGS: OnceLock<Vec<String>> = OnceLock::new();
+    CONFIGS.get_or_init(read_configs).clone()
+}
+
+fn read_configs() -> Vec<String> {
     let mut out = vec![
         FULL.to_owned(),
         // The demo's (`demo::config_yaml`, placeholders filled).
@@ -35,12 +42,36 @@ fn configs() -> Vec<String> {
         .map(|l| l.get(4..).unwrap_or(""))
         .collect();
     out.push(body.join("\n"));
-    let readme = include_str!("../../../../../README.md");
-    for block in readme.split("```yaml\n").skip(1) {
-        out.push(block.split("```").next().unwrap_or_default().to_owned());
+    // Every ```yaml block of the book, read at run time so that a new
+    // chapter's configs are covered too (`tests/docs.rs` loads each whole).
+    let mut pages = Vec::new();
+    book_pages(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src"),
+        &mut pages,
+    );
+    for page in pages {
+        for block in page.split("```yaml\n").skip(1) {
+            out.push(block.split("```").next().unwrap_or_default().to_owned());
+        }
     }
     assert!(out.len() >= 6, "real configs missing: {}", out.len());
     out
+}
+
+/// The text of every `.md` file under `dir`, in path order.
+fn book_pages(dir: &Path, out: &mut Vec<String>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            book_pages(&p, out);
+        } else if p.extension().is_some_and(|e| e == "md") {
+            out.push(std::fs::read_to_string(&p).unwrap());
+        }
+    }
 }
 
 /// How long one load may take: the inputs are small, so anything near
