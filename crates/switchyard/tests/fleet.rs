@@ -1121,20 +1121,21 @@ async fn token_counts_answered_locally_still_count_against_a_fleet_client_rpm() 
 }
 
 /// Contract §7: a request waits on Redis once before its upstream call,
-/// whatever else is in flight. Redis 35 ms away (a round trip), one
+/// whatever else is in flight. Redis 30 ms away (a round trip), one
 /// instance, 60 limited and budgeted requests started 4 ms apart — most
 /// arrive while another admission is on the wire. An admission that waited
-/// for the one before it and then for its own would take up to ~70 ms, past
+/// for the one before it and then for its own would take up to ~60 ms, past
 /// the contract's 50 ms, and be counted as a state backend error (and
 /// decided locally); one round trip each stays under it. (Both ways of
-/// failing were real: admissions written one pipeline at a time, and
-/// Nagle's algorithm on the Redis socket holding a small write for the
-/// delayed ACK.)
+/// failing were real: admissions written one pipeline at a time — this
+/// test fails on it every time, 21–24 admissions over 50 ms — and Nagle's
+/// algorithm on the Redis socket holding a small write for the delayed ACK,
+/// which depends on ACK timing and fails it about every other run.)
 #[tokio::test]
 async fn a_request_waits_on_a_distant_redis_once_whatever_else_is_in_flight() {
     let _one = ONE_AT_A_TIME.lock().await;
     let redis = Redis::start();
-    let away = common::redis::DelayProxy::start(redis.port, Duration::from_micros(17_500)).await;
+    let away = common::redis::DelayProxy::start(redis.port, Duration::from_millis(15)).await;
     let gws = fleet(
         &yaml_at(&away.url(), "").replace("rpm: 60 }", "rpm: 60, budget: { usd: 100, per: day } }"),
         1,
