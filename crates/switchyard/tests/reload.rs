@@ -16,6 +16,54 @@ fn yaml(mock: &str, route: &str) -> String {
     )
 }
 
+/// A reload that moves a listener is refused (listeners are bound once):
+/// the running config, and the listeners, stay as they are.
+#[tokio::test]
+async fn a_reload_that_moves_a_listener_is_refused() {
+    let mock = MockServer::start("127.0.0.1:0").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.yaml");
+    std::fs::write(&path, yaml(&mock.base_url(), "first")).unwrap();
+    let gw = server::start(
+        config::load_file(&path).unwrap(),
+        server::Options {
+            decisions: DecisionSink::Off,
+            config_path: Some(path.clone()),
+            workers: server::Workers::Current,
+        },
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    for moved in [
+        "admin_listen: 127.0.0.1:0 }",
+        "listen: 127.0.0.1:0, admin_listen",
+    ] {
+        let text = yaml(&mock.base_url(), "second").replacen(
+            moved,
+            &moved.replace("127.0.0.1:0", "127.0.0.1:1"),
+            1,
+        );
+        assert_ne!(text, yaml(&mock.base_url(), "second"));
+        std::fs::write(&path, text).unwrap();
+        let r = http
+            .post(format!("{}/admin/reload", gw.admin_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{moved}");
+        let errors = r.json::<Value>().await.unwrap()["errors"].to_string();
+        assert!(errors.contains("restart the gateway"), "{errors}");
+        let first = http
+            .post(format!("{}/v1/chat/completions", gw.base_url()))
+            .json(&json!({"model": "first", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(first.status(), 200, "the running config stays");
+    }
+}
+
 #[tokio::test]
 async fn reload_swaps_a_valid_config_and_refuses_a_broken_one() {
     let mock = MockServer::start("127.0.0.1:0").await.unwrap();

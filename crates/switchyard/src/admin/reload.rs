@@ -58,6 +58,7 @@ async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<Strin
         .and_then(|cfg| same_store(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_exporter(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_state(&app.live.load().config, &cfg).map(|()| cfg))
+        .and_then(|cfg| same_listeners(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| Live::build(cfg, &app.live.load().registry).map_err(|e| vec![e]));
     match result {
         Ok(live) => {
@@ -126,6 +127,20 @@ fn same_state(old: &config::Config, new: &config::Config) -> Result<(), Vec<Stri
     }
     Err(vec![
         "state.* takes effect at start-up only: restart the gateway to change it".into(),
+    ])
+}
+
+/// The listeners are bound once, at start-up. A reload that moves one is
+/// refused: applying the rest would leave a listener where the new config
+/// says it is not — an admin API still on a public address after a reload
+/// that moved it to loopback and, as loopback allows, dropped its key.
+fn same_listeners(old: &config::Config, new: &config::Config) -> Result<(), Vec<String>> {
+    let (a, b) = (&old.server, &new.server);
+    if a.listen == b.listen && a.admin_listen == b.admin_listen {
+        return Ok(());
+    }
+    Err(vec![
+        "server.listen and server.admin_listen take effect at start-up only: restart the gateway to change them".into(),
     ])
 }
 
