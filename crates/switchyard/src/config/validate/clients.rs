@@ -19,9 +19,11 @@ pub fn check(
     deployments: &BTreeMap<String, Deployment>,
 ) -> Vec<Client> {
     let mut out: Vec<Client> = Vec::new();
+    // A set, not a scan of `out`: a config may list thousands of clients.
+    let mut ids = std::collections::HashSet::new();
     for c in raw {
         let id = match &c.id {
-            Some(id) if out.iter().any(|o| o.id == id.value) => {
+            Some(id) if !ids.insert(id.value.as_str()) => {
                 d.err(&id.at, format!("duplicate client id `{}`", id.value));
                 id.value.clone()
             }
