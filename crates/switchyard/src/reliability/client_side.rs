@@ -18,7 +18,8 @@
 //!
 //! Why inline (bench lane s64, CPU per stream against nginx's in the same
 //! run): a relay task handing each frame over a channel cost 2.2× nginx;
-//! driven from the body, 1.5×.
+//! driven from the body, 1.3–1.9× over six repeats on a noisy machine
+//! (median 1.63×; 1.57× before either design).
 
 use std::future::Future;
 use std::pin::Pin;
