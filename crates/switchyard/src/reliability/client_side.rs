@@ -251,39 +251,41 @@ pub struct ClientBody {
     done: bool,
 }
 
-impl ClientBody {
-    /// The relay is over: a clean end if it said so, else the connection
-    /// is closed mid-body.
-    fn finished(&mut self) -> Poll<Option<Result<Bytes, std::io::Error>>> {
-        if std::mem::replace(&mut self.done, true) {
-            return Poll::Ready(None);
-        }
-        if self.shared.ended.load(Ordering::Acquire) && self.shared.cut().is_none() {
-            Poll::Ready(None)
-        } else {
-            Poll::Ready(Some(Err(std::io::Error::other("the stream was cut off"))))
-        }
+/// The relay is over: a clean end if it said so, else the connection is
+/// closed mid-body (once; `None` after).
+fn finished(shared: &Shared, done: &mut bool) -> Poll<Option<Result<Bytes, std::io::Error>>> {
+    if std::mem::replace(done, true) {
+        return Poll::Ready(None);
+    }
+    if shared.ended.load(Ordering::Acquire) && shared.cut().is_none() {
+        Poll::Ready(None)
+    } else {
+        Poll::Ready(Some(Err(std::io::Error::other("the stream was cut off"))))
     }
 }
 
 impl Stream for ClientBody {
     type Item = Result<Bytes, std::io::Error>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let shared = self.shared.clone();
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let ClientBody {
+            shared,
+            waker,
+            done,
+        } = self.get_mut();
         shared.owed_since.store(0, Ordering::Release);
         shared.hyper.register(cx.waker());
         let mut run = shared.run.lock().unwrap_or_else(|p| p.into_inner());
         let Some(r) = run.as_mut() else {
             drop(run);
-            return self.finished();
+            return finished(shared, done);
         };
-        match r.as_mut().poll(&mut Context::from_waker(&self.waker)) {
+        match r.as_mut().poll(&mut Context::from_waker(waker)) {
             Poll::Ready(()) => {
                 *run = None;
                 drop(run);
                 shared.stop_watchdog();
-                self.finished()
+                finished(shared, done)
             }
             Poll::Pending => {
                 let frame = shared.slot.lock().unwrap_or_else(|p| p.into_inner()).take();
