@@ -10,6 +10,25 @@ use switchyard::observe::decision_log::DecisionSink;
 use switchyard::{config, server};
 use switchyard_mock::MockServer;
 
+/// A gateway started from `text`, written to a file of its own that it
+/// reloads from; the file's path, and its directory (removed on drop).
+async fn watching(text: &str) -> (server::Running, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.yaml");
+    std::fs::write(&path, text).unwrap();
+    let gw = server::start(
+        config::load_file(&path).unwrap(),
+        server::Options {
+            decisions: DecisionSink::Off,
+            config_path: Some(path.clone()),
+            workers: server::Workers::Current,
+        },
+    )
+    .await
+    .unwrap();
+    (gw, path, dir)
+}
+
 fn yaml(mock: &str, route: &str) -> String {
     format!(
         "server: {{ listen: 127.0.0.1:0, admin_listen: 127.0.0.1:0 }}\nusage: {{ store: off }}\nproviders:\n  mock: {{ protocol: openai, base_url: \"{mock}/v1\" }}\nmodels:\n  - {{ id: mock/a, provider: mock, model: a }}\nroutes:\n  {route}: {{ targets: [mock/a] }}\n"
@@ -21,19 +40,7 @@ fn yaml(mock: &str, route: &str) -> String {
 #[tokio::test]
 async fn a_reload_that_moves_a_listener_is_refused() {
     let mock = MockServer::start("127.0.0.1:0").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("switchyard.yaml");
-    std::fs::write(&path, yaml(&mock.base_url(), "first")).unwrap();
-    let gw = server::start(
-        config::load_file(&path).unwrap(),
-        server::Options {
-            decisions: DecisionSink::Off,
-            config_path: Some(path.clone()),
-            workers: server::Workers::Current,
-        },
-    )
-    .await
-    .unwrap();
+    let (gw, path, _dir) = watching(&yaml(&mock.base_url(), "first")).await;
     let http = reqwest::Client::new();
     for moved in [
         "admin_listen: 127.0.0.1:0 }",
@@ -67,20 +74,7 @@ async fn a_reload_that_moves_a_listener_is_refused() {
 #[tokio::test]
 async fn reload_swaps_a_valid_config_and_refuses_a_broken_one() {
     let mock = MockServer::start("127.0.0.1:0").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("switchyard.yaml");
-    std::fs::write(&path, yaml(&mock.base_url(), "first")).unwrap();
-    let cfg = config::load_file(&path).unwrap();
-    let gw = server::start(
-        cfg,
-        server::Options {
-            decisions: DecisionSink::Off,
-            config_path: Some(path.clone()),
-            workers: server::Workers::Current,
-        },
-    )
-    .await
-    .unwrap();
+    let (gw, path, _dir) = watching(&yaml(&mock.base_url(), "first")).await;
     let http = reqwest::Client::new();
     let ask = |model: &'static str| {
         http.post(format!("{}/v1/chat/completions", gw.base_url()))
@@ -159,19 +153,7 @@ fn reloads(metrics: &str, result: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_config_reloads_when_its_file_changes_and_no_request_fails() {
     let mock = MockServer::start("127.0.0.1:0").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("switchyard.yaml");
-    std::fs::write(&path, watched_yaml(&mock.base_url(), "r0", "mock/a")).unwrap();
-    let gw = server::start(
-        config::load_file(&path).unwrap(),
-        server::Options {
-            decisions: DecisionSink::Off,
-            config_path: Some(path.clone()),
-            workers: server::Workers::Current,
-        },
-    )
-    .await
-    .unwrap();
+    let (gw, path, _dir) = watching(&watched_yaml(&mock.base_url(), "r0", "mock/a")).await;
     let (base, admin) = (gw.base_url(), gw.admin_url());
     let http = reqwest::Client::new();
     // An opened circuit must stay open across every reload.
@@ -290,19 +272,7 @@ fn keyed_yaml(mock: &str, key: &str, route: &str) -> String {
 async fn a_reload_that_changes_a_rejected_key_restores_it() {
     let mock = MockServer::start("127.0.0.1:0").await.unwrap();
     mock.set_valid_keys(vec!["key-new".into()]);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("switchyard.yaml");
-    std::fs::write(&path, keyed_yaml(&mock.base_url(), "key-old", "first")).unwrap();
-    let gw = server::start(
-        config::load_file(&path).unwrap(),
-        server::Options {
-            decisions: DecisionSink::Off,
-            config_path: Some(path.clone()),
-            workers: server::Workers::Current,
-        },
-    )
-    .await
-    .unwrap();
+    let (gw, path, _dir) = watching(&keyed_yaml(&mock.base_url(), "key-old", "first")).await;
     let http = reqwest::Client::new();
     let ask = |route: &'static str| {
         http.post(format!("{}/v1/chat/completions", gw.base_url()))
