@@ -852,6 +852,22 @@ async fn ask_on(
         .unwrap()
 }
 
+/// A chat request to `route` (with `key`, if any) on a task of its own:
+/// its status, once answered.
+fn spawn_ask(
+    h: &common::Harness,
+    key: Option<&str>,
+    route: &str,
+) -> tokio::task::JoinHandle<reqwest::StatusCode> {
+    let mut req = reqwest::Client::new()
+        .post(h.url("/v1/chat/completions"))
+        .json(&json!({"model": route, "messages": common::user("hi")}));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    tokio::spawn(async move { req.send().await.unwrap().status() })
+}
+
 async fn ask_as(h: &common::Harness, key: &str, route: &str) -> reqwest::Response {
     ask_on(&reqwest::Client::new(), h, key, route).await
 }
@@ -1033,19 +1049,7 @@ async fn a_429_makes_the_others_wait_or_429_never_401() {
     h.mock.script(vec![Behavior::fixture(
         "openai/error_429_rate_limit_tokens",
     )]);
-    let first = tokio::spawn({
-        let url = h.url("/v1/chat/completions");
-        async move {
-            reqwest::Client::new()
-                .post(url)
-                .bearer_auth(TEAM_A)
-                .json(&json!({"model": "chat", "messages": common::user("hi")}))
-                .send()
-                .await
-                .unwrap()
-                .status()
-        }
-    });
+    let first = spawn_ask(&h, Some(TEAM_A), "chat");
     until_cooling(&h).await;
     let started = Instant::now();
     let patient: Vec<_> = (0..4).map(|_| ask_on(&http, &h, TEAM_B, "chat")).collect();
@@ -1102,19 +1106,7 @@ routes:
     h.mock.script(vec![Behavior::fixture(
         "openai/error_429_rate_limit_tokens",
     )]);
-    let first = tokio::spawn({
-        let url = h.url("/v1/chat/completions");
-        async move {
-            let body = json!({"model": "only", "messages": common::user("hi")});
-            reqwest::Client::new()
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .status()
-        }
-    });
+    let first = spawn_ask(&h, None, "only");
     until_cooling(&h).await;
     let r = http
         .post(h.url("/v1/chat/completions"))
