@@ -325,25 +325,24 @@ def main():
 
     # the defaults lane: reported beside the plain one (no target of its own; the governed
     # lane's bound is the yardstick)
-    dc, pc = get("defaults", "d64", "cpu"), get("switchyard", "d64", "cpu")
-    name = f"Defaults (decision log + usage store) CPU/request, c=64: ≤ {GOV_CPU_LIMIT:g}× the plain lane's (same run)"
-    if dc is not None and pc:
-        r = dc / pc
-        checks.append((name, f"{dc:.1f} / {pc:.1f} µs = {r:.2f}×", r <= GOV_CPU_LIMIT))
-    else:
-        checks.append((name, "lane d64 not run", None))
+    def vs_plain(name, target, lane, limit):
+        """`target`'s CPU per request over the plain gateway's in the same lane, against `limit`."""
+        tc, pc = get(target, lane, "cpu"), get("switchyard", lane, "cpu")
+        if tc is not None and pc:
+            r = tc / pc
+            checks.append((name, f"{tc:.1f} / {pc:.1f} µs = {r:.2f}×", r <= limit))
+        else:
+            checks.append((name, f"lane {lane} not run", None))
+
+    vs_plain(f"Defaults (decision log + usage store) CPU/request, c=64: ≤ {GOV_CPU_LIMIT:g}× the plain lane's (same run)",
+             "defaults", "d64", GOV_CPU_LIMIT)
 
     # governed lanes
     def load_json(name):
         path = os.path.join(raw, name)
         return json.load(open(path)) if os.path.exists(path) else None
-    gc, pc = get("governed", "g64", "cpu"), get("switchyard", "g64", "cpu")
-    name = f"Governed CPU/request, c=64: ≤ {GOV_CPU_LIMIT:g}× the plain lane's (same run)"
-    if gc is not None and pc:
-        r = gc / pc
-        checks.append((name, f"{gc:.1f} / {pc:.1f} µs = {r:.2f}×", r <= GOV_CPU_LIMIT))
-    else:
-        checks.append((name, "lane g64 not run", None))
+    vs_plain(f"Governed CPU/request, c=64: ≤ {GOV_CPU_LIMIT:g}× the plain lane's (same run)",
+             "governed", "g64", GOV_CPU_LIMIT)
     g99, p99 = get("governed", "g1", "p99"), get("switchyard", "g1", "p99")
     name = f"Governed added p99, c=1: within {GOV_P99_LIMIT_MS * 1000:.0f} µs of the plain lane's"
     if None not in (g99, p99):
@@ -367,13 +366,8 @@ def main():
         checks.append(("Cache hits: ≥ 99.9% of the lane's requests answered from the cache",
                        f"{cached['hits']} hits, {cached['misses']} misses = {ratio * 100:.3f}% "
                        f"({cached['entries']} entry)", ratio >= 0.999))
-    tc, pc2 = get("traced", "o64", "cpu"), get("switchyard", "o64", "cpu")
-    name = f"Traced CPU/request, c=64 (100% sampled, exported): ≤ {TRACE_CPU_LIMIT:g}× the plain lane's (same run)"
-    if tc is not None and pc2:
-        r = tc / pc2
-        checks.append((name, f"{tc:.1f} / {pc2:.1f} µs = {r:.2f}×", r <= TRACE_CPU_LIMIT))
-    else:
-        checks.append((name, "lane o64 not run", None))
+    vs_plain(f"Traced CPU/request, c=64 (100% sampled, exported): ≤ {TRACE_CPU_LIMIT:g}× the plain lane's (same run)",
+             "traced", "o64", TRACE_CPU_LIMIT)
     traced = load_json("traced.json")
     if traced:
         # Three spans a request (request, route, attempt); the few requests the load generator
