@@ -453,7 +453,11 @@ for p in "${FILL_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>
 python3 - "$ROOT/crates/switchyard/src/state/redis.rs" >"$RAW/admit.lua" <<'PY'
 import re, sys
 src = open(sys.argv[1]).read()
-sys.stdout.write(re.search(r'const ADMIT: &str = r"\n(.*?)\n";', src, re.S).group(1))
+# ADMIT is concat!(raw strings, lua_windows!() …): put the pieces together as the compiler does.
+shared = re.search(r'macro_rules! lua_windows \{\s*\(\) => \{\s*r"(.*?)"\s*\};', src, re.S).group(1)
+body = re.search(r'const ADMIT: &str = concat!\((.*?)\n\);', src, re.S).group(1)
+parts = re.findall(r'r"(.*?)"|(lua_windows!\(\))', body, re.S)
+sys.stdout.write("".join(shared if macro else raw for raw, macro in parts))
 PY
 ADMIT_SHA="$(rcli -x script load <"$RAW/admit.lua")"
 NOW_MS="$(date +%s%3N)"
@@ -461,7 +465,8 @@ BUCKET=$((NOW_MS / 6000)) # the bucket a 60 s window charges now (contract: 10 p
 SCRIPT_N=200000
 s0="$(cpu_ticks "$REDIS_PID")"
 redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -n "$SCRIPT_N" -c 3 -P "$SCRIPT_P" -q \
-  evalsha "$ADMIT_SHA" 4 floor:c:rpm floor:c:tpm floor:d:rpm floor:d:tpm 10 "" \
+  evalsha "$ADMIT_SHA" 8 floor:c:rpm floor:c:tpm floor:d:rpm floor:d:tpm \
+  floor:c:rpm:l floor:c:tpm:l floor:d:rpm:l floor:d:tpm:l 10 "" "$NOW_MS" \
   "$HIGH_RPM" 1 "$BUCKET" 120000 s 0 "$HIGH_TPM" 30 "$BUCKET" 120000 a 0 \
   "$HIGH_RPM" 1 "$BUCKET" 120000 s 0 "$HIGH_TPM" 30 "$BUCKET" 120000 a 0 \
   >"$RAW/script.out" 2>&1 || die "redis-benchmark failed (see $RAW/script.out)"

@@ -122,7 +122,7 @@ impl Live {
         crate::governance::restore::Governed {
             budgets: &self.registry.budgets,
             issued_keys: &self.registry.issued_keys,
-            fleet: self.registry.fleet.as_deref(),
+            shared: &*self.registry.shared,
         }
     }
 

@@ -98,7 +98,8 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     }
     let store = Arc::new(MemoryStore::new());
     let fleet = fleet_of(&config);
-    let registry = Arc::new(Registry::with_fleet(store.clone(), fleet.clone()));
+    let shared = crate::state::shared::of(fleet);
+    let registry = Arc::new(Registry::with_shared(store.clone(), shared.clone()));
     let live = Live::build(config, &registry)?;
     let metrics: Arc<crate::observe::metrics::Metrics> = Default::default();
     let usage = open_usage(&live, &metrics).await?;
@@ -121,7 +122,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         sinks: crate::sinks::Sinks::new(sinks),
         config_path: opts.config_path.map(Arc::from),
         metrics,
-        responses: response_store(&usage, &live_usage, &fleet),
+        responses: response_store(&usage, &live_usage, &*shared),
         usage,
         last_reload: Default::default(),
         recent,
@@ -143,19 +144,17 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     if let Some(w) = crate::admin::watch::watch(app.clone(), shutdown.clone()) {
         tasks.push(w);
     }
-    if let Some(f) = &fleet {
-        let live = app.live.clone();
-        let report = Arc::new(move || {
-            let l = live.load();
-            crate::state::fleet::Report {
-                config_version: l.version.to_string(),
-                health: l.registry.local_health(),
-                budget_held: l.registry.budgets.fleet_held(),
-            }
-        });
-        let registry = app.live.load().registry.clone();
-        tasks.extend(f.run(report, registry, shutdown.clone()));
-    }
+    let live = app.live.clone();
+    let report = Arc::new(move || {
+        let l = live.load();
+        crate::state::fleet::Report {
+            config_version: l.version.to_string(),
+            health: l.registry.local_health(),
+            budget_held: l.registry.budgets.fleet_held(),
+        }
+    });
+    let registry = app.live.load().registry.clone();
+    tasks.extend(shared.run(report, registry, shutdown.clone()));
     if let Some(u) = &app.usage {
         tasks.push(sweep_usage(u.clone(), shutdown.clone()));
         tasks.push(sync_issued_keys(app.clone(), u.clone(), shutdown.clone()));
@@ -540,7 +539,7 @@ async fn open_usage(
 fn response_store(
     usage: &Option<Arc<crate::usage::UsageStore>>,
     cfg: &crate::config::Usage,
-    fleet: &Option<Arc<crate::state::fleet::Fleet>>,
+    shared: &dyn crate::state::shared::Shared,
 ) -> Arc<dyn crate::state::responses::ResponseStore> {
     use crate::state::responses::{LedgerResponses, MemoryResponses, ResponseStore};
     let own: Arc<dyn ResponseStore> = match usage {
@@ -548,14 +547,7 @@ fn response_store(
         None => Arc::new(MemoryResponses::new(cfg.store_responses, 10_000, 256 << 20)),
     };
     // A fleet shares them: any instance continues any conversation.
-    match fleet {
-        Some(f) => Arc::new(crate::state::redis_responses::FleetResponses::new(
-            own,
-            f.clone(),
-            cfg.store_responses,
-        )),
-        None => own,
-    }
+    shared.responses(own, cfg.store_responses)
 }
 
 /// How often an instance re-reads the issued keys from the usage store.

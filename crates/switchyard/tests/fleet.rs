@@ -11,6 +11,7 @@ use common::instance::{fleet, metric, Instance};
 use common::redis::Redis;
 use futures_util::future::join_all;
 use serde_json::{json, Value};
+use switchyard::state::lease::LEASE_TTL_MS;
 
 /// One fleet at a time: three debug-build gateways per test already fill
 /// two cores, and an admission slower than 50 ms is (rightly) taken for
@@ -52,6 +53,9 @@ clients:
   - {{ id: spender, key_env: SPEND_KEY, budget: {{ usd: 1, per: day }} }}
   - {{ id: steady, key_env: STEADY_KEY, rpm: 100000 }}
   - {{ id: limited2, key_env: LIMITED2_KEY, rpm: 60 }}
+  - {{ id: wide_a, key_env: WIDE_A_KEY, rpm: 1200 }}
+  - {{ id: wide_b, key_env: WIDE_B_KEY, rpm: 1200 }}
+  - {{ id: wide_c, key_env: WIDE_C_KEY, rpm: 1200 }}
 state: {{ backend: redis, redis_url: "{redis_url}", key_prefix: "fleet:" }}
 {extra}"#
     )
@@ -62,6 +66,9 @@ const ENVS: &[(&str, &str)] = &[
     ("SPEND_KEY", "spend-secret"),
     ("STEADY_KEY", "steady-secret"),
     ("LIMITED2_KEY", "limited2-secret"),
+    ("WIDE_A_KEY", "wide-a-secret"),
+    ("WIDE_B_KEY", "wide-b-secret"),
+    ("WIDE_C_KEY", "wide-c-secret"),
 ];
 
 async fn three(redis: &Redis) -> Vec<Instance> {
@@ -1186,4 +1193,197 @@ async fn a_request_waits_on_a_distant_redis_once_whatever_else_is_in_flight() {
     );
     // And the instance still decides on Redis.
     assert_eq!(g.admin_json("/admin/state").await["shared_state"], "redis");
+}
+
+/// `n` requests of client `key` spread over `gws`, `per` at a time on each:
+/// a steady load (each worker sends its next once answered), not one burst.
+async fn paced(gws: &[Instance], n: usize, per: usize, key: &str) -> Vec<u16> {
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let http = reqwest::Client::new();
+    let workers = gws.iter().flat_map(|g| {
+        let url = g.url("/v1/chat/completions");
+        (0..per).map({
+            let (next, http) = (next.clone(), http.clone());
+            move |_| {
+                let (next, http, url) = (next.clone(), http.clone(), url.clone());
+                async move {
+                    let mut statuses = Vec::new();
+                    while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                        let r = http
+                            .post(&url)
+                            .bearer_auth(key)
+                            .json(&chat("open", json!({})))
+                            .send()
+                            .await
+                            .expect("an answer");
+                        statuses.push(r.status().as_u16());
+                    }
+                    statuses
+                }
+            }
+        })
+    });
+    join_all(workers).await.into_iter().flatten().collect()
+}
+
+async fn redis_conn(redis: &Redis) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Scripts Redis has run so far (admissions and lease renewals).
+async fn scripts_run(c: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(c)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Contract §7, revision 4: a busy instance admits from the slice of the
+/// shared window it leased, so Redis runs a script a few times a second per
+/// window instead of once per request — and the limit is still the fleet's.
+#[tokio::test]
+async fn a_busy_fleet_admits_from_leased_slices_not_one_script_per_request() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let mut c = redis_conn(&redis).await;
+    let before = scripts_run(&mut c).await;
+    let statuses = paced(&gws, 1_500, 8, "steady-secret").await;
+    assert!(statuses.iter().all(|s| *s == 200));
+    let scripts = scripts_run(&mut c).await - before;
+    eprintln!("{scripts} scripts for 1500 requests");
+    let mut from_slices = 0;
+    for g in &gws {
+        let leases = &g.admin_json("/admin/state").await["leases"];
+        from_slices += leases["admitted_from_slices"].as_u64().unwrap();
+    }
+    assert!(
+        from_slices >= 1_000,
+        "{from_slices} of 1500 admitted from slices"
+    );
+    assert!(
+        scripts * 10 <= 1_500,
+        "{scripts} scripts for 1500 requests (more than 0.1 a request)"
+    );
+    // Every admission is in the shared count once its holder committed it.
+    let key = "fleet:client:steady:rpm";
+    common::eventually(
+        || {
+            let mut c = c.clone();
+            async move {
+                let t: Option<u64> = redis::cmd("HGET")
+                    .arg(key)
+                    .arg("t")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                t == Some(1_500)
+            }
+        },
+        "1500 admissions counted in the shared window",
+    )
+    .await;
+}
+
+/// The contract's 5% holds while the instances lease: a client of 1200 rpm
+/// loaded steadily just above its limit (5% more) and far above it (twice).
+#[tokio::test]
+async fn a_limit_holds_within_five_percent_while_instances_lease_slices_of_it() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    for (key, offered) in [("wide-a-secret", 1_260), ("wide-b-secret", 2_400)] {
+        let statuses = paced(&gws, offered, 8, key).await;
+        let ok = statuses.iter().filter(|s| **s == 200).count();
+        assert!(
+            (1_140..=1_200).contains(&ok),
+            "{key}: admitted {ok} of {offered} at rpm 1200"
+        );
+        assert_eq!(ok + statuses.iter().filter(|s| **s == 429).count(), offered);
+    }
+}
+
+/// An instance that dies holding a slice keeps it from the others for one
+/// lease's lifetime at most: Redis stops counting it then, without the dead
+/// instance giving it back, and the others can fill the window to its limit.
+#[tokio::test]
+async fn an_instance_that_dies_holding_a_slice_keeps_it_from_the_others_no_longer_than_a_lease() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let mut gws = three(&redis).await;
+    let mut c = redis_conn(&redis).await;
+    let (window, slices) = ("fleet:client:wide_c:rpm", "fleet:client:wide_c:rpm:l");
+    // gw0 alone is busy with the client: it leases a slice.
+    let statuses = paced(&gws[..1], 300, 4, "wide-c-secret").await;
+    assert!(statuses.iter().all(|s| *s == 200));
+    let held: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(slices)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1, "gw0 holds a slice: {held:?}");
+    let (dead, entry) = held.into_iter().next().unwrap();
+    // What it admitted is committed within a moment of admitting it.
+    common::eventually(
+        || {
+            let mut c = c.clone();
+            async move {
+                let t: Option<u64> = redis::cmd("HGET")
+                    .arg(window)
+                    .arg("t")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                t == Some(300)
+            }
+        },
+        "gw0's 300 admissions committed",
+    )
+    .await;
+    gws[0].kill();
+    let killed = Instant::now();
+    let units: u64 = entry.split('|').next().unwrap().parse().unwrap();
+    assert!(units > 0, "{entry}");
+    // The others fill the window: the dead slice stops counting a lease's
+    // lifetime after its last renewal at most.
+    let rs = paced(&gws[1..], 1_200, 8, "wide-c-secret").await;
+    let ok = rs.iter().filter(|s| **s == 200).count();
+    if killed.elapsed() > Duration::from_millis(LEASE_TTL_MS) {
+        let held: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(slices)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert!(
+            !held.contains_key(&dead),
+            "the dead slice is still counted: {held:?}"
+        );
+    }
+    // Whatever the two live instances still hold when their load ends is
+    // at most their part of the 3% share.
+    assert!(
+        (300 + ok) as u64 >= 1_200 - 24 && 300 + ok <= 1_200,
+        "300 + {ok} admitted at rpm 1200 (the dead slice held {units})"
+    );
+    // And once every slice has lapsed the window fills to exactly its limit.
+    tokio::time::sleep(Duration::from_millis(LEASE_TTL_MS)).await;
+    let more = paced(&gws[1..], 100, 4, "wide-c-secret").await;
+    let more = more.iter().filter(|s| **s == 200).count();
+    assert_eq!(300 + ok + more, 1_200, "300 + {ok} + {more} at rpm 1200");
 }

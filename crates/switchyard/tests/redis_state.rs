@@ -6,6 +6,7 @@
 
 mod common;
 
+use switchyard::state::lease::{Renewal, LEASE_TTL_MS};
 use switchyard::state::redis::{Admission, CircuitView, RedisState, Span, Window};
 
 const MINUTE: u64 = 60_000;
@@ -376,5 +377,210 @@ async fn an_admission_after_redis_lost_its_scripts_loads_it_again() {
     assert_eq!(
         s.admit(&w, MINUTE).await.unwrap(),
         Admission::Admitted(vec![3])
+    );
+}
+
+/// A renewal of one window's slice for instance `me`.
+fn renewal(
+    key: &str,
+    limit: u64,
+    commits: Vec<(Option<u64>, i64)>,
+    carry: u64,
+    want: u64,
+) -> Renewal {
+    Renewal {
+        key: key.into(),
+        limit,
+        span: Span::Sliding(MINUTE),
+        alone_ok: false,
+        commits,
+        carry,
+        want,
+        least: 1,
+    }
+}
+
+/// The field a one-minute window charges at `now`.
+fn bucket(now: u64) -> Option<u64> {
+    minute("", 0, 0).field(now)
+}
+
+/// A slice is a reservation: the others' admissions count it as used while
+/// it lives, and it is free again once it expired, without its holder
+/// (an instance that died) giving it back.
+#[tokio::test]
+async fn a_slice_is_reserved_until_it_expires_and_then_free_without_its_holder() {
+    let r = common::redis::Redis::start();
+    let s = instances(&r, 1).await.remove(0);
+    let now = 1_000 * MINUTE;
+    let key = s.key("client:a:rpm");
+    // 10 000 rpm, 3 instances: all slices together hold at most 3% (300),
+    // this one's part 100.
+    let g = s
+        .lease("dead", &[renewal(&key, 10_000, vec![], 0, 5_000)], 3, now)
+        .await
+        .unwrap();
+    assert_eq!(g[0].extra, 100, "{g:?}");
+    let w = |cost| [minute(&key, 10_000, cost)];
+    assert!(matches!(
+        s.admit(&w(9_901), now).await.unwrap(),
+        Admission::Refused { .. }
+    ));
+    assert_eq!(
+        s.admit(&w(9_900), now).await.unwrap(),
+        Admission::Admitted(vec![10_000])
+    );
+    // Its holder never renews: a lease's lifetime later the 100 are free.
+    let later = now + LEASE_TTL_MS;
+    assert_eq!(
+        s.admit(&w(100), later).await.unwrap(),
+        Admission::Admitted(vec![10_000])
+    );
+}
+
+/// What a holder admitted from its slice is committed into the window with
+/// its renewal (the slice shrinking by as much), and a correction to a
+/// bucket that already slid out is not applied.
+#[tokio::test]
+async fn commits_move_from_the_slice_to_the_window() {
+    let r = common::redis::Redis::start();
+    let s = instances(&r, 1).await.remove(0);
+    let now = 1_000 * MINUTE;
+    let key = s.key("client:b:rpm");
+    let g = s
+        .lease("me", &[renewal(&key, 100_000, vec![], 0, 1_000)], 1, now)
+        .await
+        .unwrap();
+    assert_eq!(g[0].extra, 1_000);
+    // 400 admitted from it; 600 kept, 500 more wanted.
+    let g = s
+        .lease(
+            "me",
+            &[renewal(&key, 100_000, vec![(bucket(now), 400)], 600, 500)],
+            1,
+            now + 100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (g[0].total, g[0].others, g[0].carry, g[0].extra),
+        (400, 0, 600, 500)
+    );
+    // Another instance sees 400 counted and 1100 held.
+    let g = s
+        .lease(
+            "other",
+            &[renewal(&key, 100_000, vec![], 0, 0)],
+            1,
+            now + 200,
+        )
+        .await
+        .unwrap();
+    assert_eq!((g[0].total, g[0].others), (400, 1_100));
+    // A correction to a bucket a minute and more old is dropped.
+    let g = s
+        .lease(
+            "me",
+            &[renewal(
+                &key,
+                100_000,
+                vec![(bucket(now - 2 * MINUTE), -300)],
+                1_100,
+                0,
+            )],
+            1,
+            now + 300,
+        )
+        .await
+        .unwrap();
+    assert_eq!(g[0].total, 400);
+}
+
+/// Near the limit slices thin out: what is free is halved and divided among
+/// the instances, a slice smaller than one request is not handed out, and
+/// a slice kept past its expiry on Redis is cut to what is free.
+#[tokio::test]
+async fn a_nearly_full_window_hands_out_thin_slices_and_never_more_than_is_free() {
+    let r = common::redis::Redis::start();
+    let s = instances(&r, 1).await.remove(0);
+    let now = 1_000 * MINUTE;
+    let key = s.key("dep:x:tpm");
+    let w = [minute(&key, 100_000, 99_000)];
+    assert!(matches!(
+        s.admit(&w, now).await.unwrap(),
+        Admission::Admitted(_)
+    ));
+    // 1 000 free, 2 instances: at most 250 each.
+    let mut ask = renewal(&key, 100_000, vec![], 0, 10_000);
+    let g = s.lease("me", &[ask.clone()], 2, now).await.unwrap();
+    assert_eq!(g[0].extra, 250);
+    // One request costs 300: a 250 slice would only be kept from the others.
+    ask.least = 300;
+    let g = s.lease("other", &[ask.clone()], 2, now).await.unwrap();
+    assert_eq!(g[0].extra, 0);
+    // `me` let its slice expire on Redis and the window filled meanwhile:
+    // what it asks to keep is cut to what is free.
+    let full = [minute(&key, 100_000, 1_000)];
+    let later = now + LEASE_TTL_MS + 1;
+    assert!(matches!(
+        s.admit(&full, later).await.unwrap(),
+        Admission::Admitted(_)
+    ));
+    let g = s
+        .lease("me", &[renewal(&key, 100_000, vec![], 250, 0)], 2, later)
+        .await
+        .unwrap();
+    assert_eq!((g[0].carry, g[0].extra), (0, 0));
+}
+
+/// A budget's counter is leased like a window: the slice is reserved on the
+/// counter (seeded from the usage store when Redis has none), spending is
+/// committed to it, and the others can never take what a slice holds.
+#[tokio::test]
+async fn a_budget_counter_is_leased_in_reserved_slices() {
+    let r = common::redis::Redis::start();
+    let s = instances(&r, 1).await.remove(0);
+    let now = 1_000 * MINUTE;
+    let key = s.key("budget:team:0");
+    let span = Span::Fixed {
+        ttl_ms: 3_600_000,
+        seed: 500,
+    };
+    let ask = |commits, carry, want| Renewal {
+        span,
+        ..renewal(&key, 1_000_000, commits, carry, want)
+    };
+    // $1 in micro-USD, $0.0005 spent before Redis knew the client.
+    let g = s
+        .lease("me", &[ask(vec![], 0, 10_000)], 1, now)
+        .await
+        .unwrap();
+    assert_eq!((g[0].total, g[0].extra), (500, 10_000));
+    let w = |cost| {
+        [Window {
+            key: &key,
+            limit: 1_000_000,
+            cost,
+            span,
+            alone_ok: false,
+        }]
+    };
+    assert!(matches!(
+        s.admit(&w(989_501), now).await.unwrap(),
+        Admission::Refused { .. }
+    ));
+    // $0.004 spent from the slice: committed, the rest still held.
+    let g = s
+        .lease("me", &[ask(vec![(None, 4_000)], 6_000, 0)], 1, now + 100)
+        .await
+        .unwrap();
+    assert_eq!((g[0].total, g[0].carry), (4_500, 6_000));
+    assert!(matches!(
+        s.admit(&w(989_501), now + 200).await.unwrap(),
+        Admission::Refused { .. }
+    ));
+    assert_eq!(
+        s.admit(&w(989_500), now + 200).await.unwrap(),
+        Admission::Admitted(vec![1_000_000])
     );
 }

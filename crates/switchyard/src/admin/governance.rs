@@ -214,7 +214,7 @@ impl FleetBudgets {
     /// `None` when there is no fleet or Redis is away: the instance's own
     /// figures are all there is.
     async fn read(live: &crate::live::Live, now: i64) -> Option<FleetBudgets> {
-        let fleet = live.registry.fleet.clone().filter(|f| f.is_up())?;
+        let shared = &live.registry.shared;
         let clients: Vec<(String, String)> = live
             .config
             .clients
@@ -222,26 +222,17 @@ impl FleetBudgets {
             .flatten()
             .filter_map(|c| {
                 let (start, _) = crate::governance::budget::window(c.budget?.per, now);
-                let key = crate::governance::budget::shared_counter(&fleet, &c.id, start);
-                Some((c.id.clone(), key))
+                let name = crate::governance::budget::counter_name(&c.id, start);
+                Some((c.id.clone(), shared.counter(&name)?.to_string()))
             })
             .collect();
-        if clients.is_empty() {
-            return None;
-        }
         let keys: Vec<String> = clients.iter().map(|(_, k)| k.clone()).collect();
-        let counters: Vec<Option<i64>> = fleet
-            .read(|r| async move {
-                let mut c = r.conn();
-                ::redis::cmd("MGET").arg(&keys).query_async(&mut c).await
-            })
-            .await?;
+        let (counters, mut held) = shared.budget_counters(keys).await?;
         let used = clients
             .into_iter()
             .zip(counters)
             .filter_map(|((id, _), n)| Some((id, n?.max(0) as u64)))
             .collect();
-        let mut held = fleet.peers_budget_held();
         for (client, usd) in live.registry.budgets.fleet_held() {
             *held.entry(client).or_default() += usd;
         }
@@ -286,16 +277,14 @@ pub async fn create_key(State(app): State<App>, Path(client): Path<String>) -> R
             created_at_ms,
         },
     );
-    if let Some(f) = &live.registry.fleet {
-        let shared = crate::state::fleet::SharedKey {
-            sha256: hex::encode(new.sha256),
-            client: client.clone(),
-            id: new.id.clone(),
-            created_at_ms,
-        };
-        if let Err(e) = f.share_key_issued(&shared).await {
-            tracing::warn!(client = %client, key_id = %new.id, "virtual key issued here, but not shared with the fleet yet ({e}): other instances learn it from the usage store");
-        }
+    let shared = crate::state::fleet::SharedKey {
+        sha256: hex::encode(new.sha256),
+        client: client.clone(),
+        id: new.id.clone(),
+        created_at_ms,
+    };
+    if let Err(e) = live.registry.shared.share_key_issued(&shared).await {
+        tracing::warn!(client = %client, key_id = %new.id, "virtual key issued here, but not shared with the fleet yet ({e}): other instances learn it from the usage store");
     }
     tracing::info!(client = %client, key_id = %new.id, "virtual key issued");
     let body = json!({
@@ -341,10 +330,13 @@ pub async fn revoke_key(
             format!("client `{client}` has no live key `{key_id}`"),
         );
     }
-    if let Some(f) = &live.registry.fleet {
-        if let Err(e) = f.share_key_revoked(&client, &key_id).await {
-            tracing::error!(client = %client, key_id = %key_id, "virtual key revoked here and in the usage store, but the fleet could not be told ({e}): other instances refuse it only once they sync from the store");
-        }
+    if let Err(e) = live
+        .registry
+        .shared
+        .share_key_revoked(&client, &key_id)
+        .await
+    {
+        tracing::error!(client = %client, key_id = %key_id, "virtual key revoked here and in the usage store, but the fleet could not be told ({e}): other instances refuse it only once they sync from the store");
     }
     tracing::info!(client = %client, key_id = %key_id, "virtual key revoked");
     axum::Json(json!({"id": key_id, "revoked": true})).into_response()

@@ -88,11 +88,11 @@ pub async fn state(State(app): State<App>) -> Response {
         "routes": routes,
     });
     // A fleet's members, by their heartbeats (contract §7: config drift
-    // is visible).
-    if let Some(f) = &live.registry.fleet {
-        body["instance"] = serde_json::json!(&*f.instance);
-        body["shared_state"] = serde_json::json!(if f.is_up() { "redis" } else { "local" });
-        body["instances"] = serde_json::json!(f.live_peers());
+    // is visible), and its leases.
+    if let Some(serde_json::Value::Object(fleet)) = live.registry.shared.describe() {
+        for (k, v) in fleet {
+            body[k] = v;
+        }
     }
     axum::Json(body).into_response()
 }
@@ -254,15 +254,13 @@ fn publish_gauges(app: &App) {
     app.metrics
         .cache_entries
         .set(live.cache.as_ref().map_or(0, |c| c.entries()) as i64);
-    if let Some(f) = &live.registry.fleet {
-        // The fleet counts its own failures; the counter catches up.
-        for (op, n) in f.errors() {
-            let c = app
-                .metrics
-                .state_backend_errors
-                .get_or_create(&crate::observe::metrics::OpLabels { op });
-            c.inc_by(n.saturating_sub(c.get()));
-        }
+    // The fleet counts its own failures; the counter catches up.
+    for (op, n) in live.registry.shared.errors() {
+        let c = app
+            .metrics
+            .state_backend_errors
+            .get_or_create(&crate::observe::metrics::OpLabels { op });
+        c.inc_by(n.saturating_sub(c.get()));
     }
     app.metrics
         .prime(live.deployments.values().map(|d| &d.name));

@@ -332,7 +332,13 @@ impl Drop for Hold {
 /// The fleet's budget counter of `client`'s window starting at `start_ms`
 /// (micro-USD: spend and the holds of requests in flight, as one sum).
 pub fn shared_counter(fleet: &Fleet, client: &str, start_ms: i64) -> String {
-    fleet.key(&format!("budget:{client}:{start_ms}"))
+    fleet.key(&counter_name(client, start_ms))
+}
+
+/// The name of `client`'s budget counter for the window starting at
+/// `start_ms`, before the fleet's prefix.
+pub fn counter_name(client: &str, start_ms: i64) -> String {
+    format!("budget:{client}:{start_ms}")
 }
 
 fn shared_left(b: &Budget, used: u64) -> f64 {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::config::Client;
-use crate::state::fleet::Fleet;
+use crate::state::shared::{FleetKeys, Shared};
 use crate::usage::UsageStore;
 
 use super::budget::Budgets;
@@ -18,7 +18,7 @@ use super::keys::IssuedKeys;
 pub struct Governed<'a> {
     pub budgets: &'a Budgets,
     pub issued_keys: &'a IssuedKeys,
-    pub fleet: Option<&'a Fleet>,
+    pub shared: &'a dyn Shared,
 }
 
 /// Each budgeted client's spend in its window (`clients` with their ids),
@@ -51,12 +51,10 @@ pub async fn sync_keys(g: Governed<'_>, store: &UsageStore) -> Result<(), String
     let snapshot_ms = crate::usage::query::now_ms();
     // In a fleet the keys are the store's and the fleet's, less the ones
     // revoked anywhere; without Redis the set stays as it is.
-    let shared = match g.fleet {
-        Some(f) => match f.all_keys().await {
-            Some(s) => Some(s),
-            None => return Ok(()),
-        },
-        None => None,
+    let shared = match g.shared.all_keys().await {
+        FleetKeys::NotShared => None,
+        FleetKeys::Unavailable => return Ok(()),
+        FleetKeys::Shared(live, revoked) => Some((live, revoked)),
     };
     let mut keys: Vec<_> = store
         .active_keys()

@@ -56,10 +56,10 @@ pub fn presented_digest(headers: &HeaderMap) -> Option<[u8; 32]> {
 /// instance of the fleet a moment ago: one read, only on such a miss; the
 /// key is kept here after it.
 pub async fn learn_issued_key(live: &Live, headers: &HeaderMap) -> bool {
-    let (Some(fleet), Some(digest)) = (&live.registry.fleet, presented_digest(headers)) else {
+    let Some(digest) = presented_digest(headers) else {
         return false;
     };
-    let Some(k) = fleet.find_key(&hex::encode(digest)).await else {
+    let Some(k) = live.registry.shared.find_key(&hex::encode(digest)).await else {
         return false;
     };
     match crate::governance::keys::from_shared(&k) {

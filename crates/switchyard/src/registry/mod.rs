@@ -13,9 +13,9 @@ pub mod held;
 pub mod limits;
 pub mod retry_budget;
 
-use crate::state::cache::{MemoryCache, ResponseCache};
+use crate::state::cache::ResponseCache;
 use crate::state::fleet::{Fleet, FleetSink, SharedCircuit, SharedKey};
-use crate::state::redis_cache::RedisCache;
+use crate::state::shared::{Alone, Shared};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,8 +40,8 @@ pub struct DeploymentState {
     pub limits: DeploymentLimits,
     pub retry_budget: RetryBudget,
     pub keys: KeyTracker,
-    /// The fleet this deployment's circuit is shared with.
-    fleet: Option<Arc<Fleet>>,
+    /// What this deployment's circuit and health are shared with.
+    shared: Arc<dyn Shared>,
     /// Its rpm and tpm windows' names on the fleet's Redis (made once).
     pub shared_windows: Option<(Arc<str>, Arc<str>)>,
 }
@@ -62,7 +62,7 @@ pub struct DeploymentAdmin {
 }
 
 impl DeploymentState {
-    fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config, fleet: Option<Arc<Fleet>>) -> Self {
+    fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config, shared: Arc<dyn Shared>) -> Self {
         let scope = format!("dep:{id}");
         let (provider, p) = provider_of(cfg, id);
         let keys = p.map_or(&[][..], |p| &p.keys[..]);
@@ -81,25 +81,22 @@ impl DeploymentState {
             ),
             retry_budget: RetryBudget::new(store.clone(), &scope),
             keys: KeyTracker::new(store.clone(), provider, keys),
-            shared_windows: fleet.as_ref().map(|f| {
-                (
-                    f.key(&format!("dep:{id}:rpm")).into(),
-                    f.key(&format!("dep:{id}:tpm")).into(),
-                )
-            }),
-            fleet,
+            shared_windows: shared
+                .counter(&format!("dep:{id}:rpm"))
+                .zip(shared.counter(&format!("dep:{id}:tpm"))),
+            shared,
         }
     }
 
     /// The fleet this deployment's limits and circuit are shared with.
     pub fn fleet(&self) -> Option<&Arc<Fleet>> {
-        self.fleet.as_ref()
+        self.shared.fleet()
     }
 
     /// Tell the fleet about a transition made here.
     fn share(&self, t: Option<Transition>) -> Option<Transition> {
-        if let (Some(_), Some(f)) = (t, &self.fleet) {
-            f.publish(&self.id, self.circuit.shared());
+        if t.is_some() {
+            self.shared.publish_circuit(&self.id, self.circuit.shared());
         }
         t
     }
@@ -150,9 +147,7 @@ impl DeploymentState {
     /// of the deployment merged.
     pub fn health(&self, now: Instant) -> crate::registry::health::HealthSnapshot {
         let mut h = self.health.snapshot(now, self.circuit.state());
-        if let Some(f) = &self.fleet {
-            h.health_score = f.merged_health(&self.id, h.health_score);
-        }
+        h.health_score = self.shared.merged_health(&self.id, h.health_score);
         h
     }
 
@@ -204,18 +199,18 @@ pub struct Registry {
     /// The response cache and the settings it was built with: kept across
     /// reloads that leave `cache` alone, built anew when they change it.
     cache: Mutex<Option<(crate::config::Cache, Arc<dyn ResponseCache>)>>,
-    /// The fleet, with `state.backend: redis`.
-    pub fleet: Option<Arc<Fleet>>,
+    /// What is shared with the rest of the fleet (nothing, alone).
+    pub shared: Arc<dyn Shared>,
 }
 
 impl Registry {
     pub fn new(store: Arc<dyn StateStore>) -> Self {
-        Self::with_fleet(store, None)
+        Self::with_shared(store, Arc::new(Alone))
     }
 
-    pub fn with_fleet(store: Arc<dyn StateStore>, fleet: Option<Arc<Fleet>>) -> Self {
+    pub fn with_shared(store: Arc<dyn StateStore>, shared: Arc<dyn Shared>) -> Self {
         Registry {
-            fleet,
+            shared,
             store,
             deployments: ArcSwap::from_pointee(HashMap::new()),
             clients: ArcSwap::from_pointee(HashMap::new()),
@@ -229,24 +224,15 @@ impl Registry {
     /// The response cache `cfg` asks for (`None` when it is off). Called per
     /// config, never per request: the `Live` snapshot keeps the handle.
     pub fn response_cache(&self, cfg: &crate::config::Cache) -> Option<Arc<dyn ResponseCache>> {
-        use crate::config::CacheBackend;
         let mut held = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let shared = match (cfg.backend, &self.fleet) {
-            (CacheBackend::Memory, _) => None,
-            (CacheBackend::Redis, Some(f)) => Some(f),
-            _ => {
-                *held = None;
-                return None;
-            }
-        };
         if let Some((was, cache)) = held.as_ref() {
             if was == cfg {
                 return Some(cache.clone());
             }
         }
-        let cache: Arc<dyn ResponseCache> = match shared {
-            Some(f) => Arc::new(RedisCache::new(f.clone(), cfg.ttl, cfg.max_entries)),
-            None => Arc::new(MemoryCache::new(cfg.ttl, cfg.max_entries, cfg.max_bytes)),
+        let Some(cache) = self.shared.response_cache(cfg) else {
+            *held = None;
+            return None;
         };
         *held = Some((*cfg, cache.clone()));
         Some(cache)
@@ -273,7 +259,7 @@ impl Registry {
                     &self.store,
                     id,
                     cfg,
-                    self.fleet.clone(),
+                    self.shared.clone(),
                 )),
             };
             next.insert(id.clone(), dep);
@@ -288,12 +274,10 @@ impl Registry {
                 rpm: c.rpm,
                 tpm: c.tpm,
                 counter: RateCounter::new(self.store.clone(), Scope::Client, &name),
-                shared_windows: self.fleet.as_ref().map(|f| {
-                    (
-                        f.key(&format!("{name}:rpm")).into(),
-                        f.key(&format!("{name}:tpm")).into(),
-                    )
-                }),
+                shared_windows: self
+                    .shared
+                    .counter(&format!("{name}:rpm"))
+                    .zip(self.shared.counter(&format!("{name}:tpm"))),
             };
             (c.id.clone(), Arc::new(limits))
         });

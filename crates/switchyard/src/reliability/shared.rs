@@ -149,11 +149,13 @@ pub async fn admit(
             },
         );
     }
-    // Checked in the same round trip even when nothing else is shared.
-    let issued = issued_key(ctx);
-    if windows.is_empty() && issued.is_none() {
+    // A revoked key is gone from every instance's keys before its revoke
+    // returns: with nothing shared to charge, Redis is not asked. When the
+    // request does ask, the revoked set is checked in the same round trip.
+    if windows.is_empty() {
         return Verdict::Local;
     }
+    let issued = issued_key(ctx);
     let now = now_ms();
     let field = |w: &Window<'_>| w.field(now);
     let fields: Vec<Option<u64>> = windows.iter().map(field).collect();
@@ -276,10 +278,10 @@ pub async fn admit_client(fleet: &Arc<Fleet>, ctx: &mut RequestCtx) -> Result<()
         .map(|rpm| sliding(&c.rpm_key, rpm.into(), 1, false))
         .into_iter()
         .collect();
-    let issued = issued_key(ctx);
-    if windows.is_empty() && issued.is_none() {
+    if windows.is_empty() {
         return Ok(());
     }
+    let issued = issued_key(ctx);
     let now = now_ms();
     let field = windows.first().and_then(|w| w.field(now));
     match fleet.admit(&windows, issued.as_deref(), now).await {

@@ -50,10 +50,10 @@ pub fn apply(live: &Live, route: &Route, session: &str, p: &mut Plan, now: Insta
 /// before the answer goes out: the next turn may reach any of them.
 pub async fn remember(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
     pin(live, route, session, deployment, now);
-    if let Some(f) = &live.registry.fleet {
-        let k = f.key(&key(route, session));
-        f.set(k, deployment.to_owned(), SESSION_TTL).await;
-    }
+    let shared = &live.registry.shared;
+    shared
+        .remember_session(&key(route, session), deployment, SESSION_TTL)
+        .await;
 }
 
 fn pin(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant) {
@@ -68,10 +68,11 @@ fn pin(live: &Live, route: &Route, session: &str, deployment: &str, now: Instant
 /// In a fleet, the session may have been served by another instance: read
 /// its binding (one read, for sticky requests only) before planning.
 pub async fn fetch(live: &Live, route: &Route, session: &str) {
-    let Some(f) = &live.registry.fleet else {
-        return;
-    };
-    let found = f.get(f.key(&key(route, session))).await;
+    let found = live
+        .registry
+        .shared
+        .recall_session(&key(route, session))
+        .await;
     if let Some(dep) = found {
         pin(live, route, session, &dep, Instant::now());
     }

@@ -1,11 +1,18 @@
 //! One gateway of a fleet (`state.backend: redis`, contract §7): what an
 //! instance shares with the others, and how it keeps serving without them.
 //!
-//! - Admission: a request's client and deployment rpm/tpm windows and its
-//!   budget reservation are charged by one script in one round trip
-//!   ([`Fleet::admit`]); the corrections after the answer (real tokens and
-//!   cost for the estimates) go to a queue that one task writes out in
-//!   pipelined batches ([`Fleet::adjust`]), never on the request's time.
+//! - Admission ([`Fleet::admit`]): a request's client and deployment
+//!   rpm/tpm windows and its budget reservation are taken from this
+//!   instance's leased slices ([`super::lease`]) when they cover it, and
+//!   otherwise charged by one script in one round trip. One task renews the
+//!   slices, all windows in one call, and writes what was admitted from
+//!   them. The corrections after the answer (real tokens and cost for the
+//!   estimates) go with the next renewal when the window has a slice here,
+//!   else to a queue that one task writes out in pipelined batches
+//!   ([`Fleet::adjust`]); never on the request's time.
+//! - Revokes: a virtual key revoked here returns once every live instance
+//!   has confirmed it applied the event (`{prefix}applied`), since slices
+//!   admit without asking Redis.
 //! - Events: circuit transitions are published as versioned events on the
 //!   `{prefix}events` stream and applied by every instance (`events` task).
 //! - Heartbeats: every second each instance writes itself into
@@ -26,6 +33,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::lease::{Leases, Local};
 use super::redis::{
     Adjust, Admission, CircuitEvent, Endpoint, Event, RedisState, Window, KEY_ISSUED, KEY_REVOKED,
 };
@@ -37,6 +45,8 @@ const SLOW_RUN: u32 = 3;
 /// An instance not heard from for this long is gone.
 const HEARTBEAT_TTL_MS: u64 = 5_000;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// How often the slices are looked over for renewal.
+const LEASE_TICK: Duration = Duration::from_millis(100);
 /// Corrections waiting to be written; a full queue drops (and counts) one.
 const ADJUST_QUEUE: usize = 65_536;
 
@@ -177,6 +187,14 @@ pub struct Fleet {
     /// The newest circuit version applied per deployment (stale events
     /// never flip a breaker back).
     versions: Mutex<HashMap<String, u64>>,
+    /// This instance's slices of the shared windows.
+    leases: Leases,
+    /// A request the slices did not cover: renew now, not at the next tick.
+    lease_nudge: tokio::sync::Notify,
+    /// Lease renewals sent (for `/metrics` and the fleet benchmark).
+    renewals: AtomicU64,
+    /// Requests admitted from this instance's slices.
+    leased: AtomicU64,
 }
 
 pub fn now_ms() -> u64 {
@@ -222,6 +240,10 @@ impl Fleet {
             live_peers: Mutex::new(Vec::new()),
             peer_health: Default::default(),
             versions: Mutex::new(HashMap::new()),
+            leases: Leases::default(),
+            lease_nudge: tokio::sync::Notify::new(),
+            renewals: AtomicU64::new(0),
+            leased: AtomicU64::new(0),
         })
     }
 
@@ -298,6 +320,7 @@ impl Fleet {
     pub fn failed(&self, op: Op, e: &dyn std::fmt::Display) {
         self.errors[op as usize].fetch_add(1, Ordering::Relaxed);
         if self.up.swap(false, Ordering::AcqRel) {
+            self.leases.clear();
             let mode = if self.reject {
                 "refusing requests that need it (on_unavailable: reject)"
             } else {
@@ -342,10 +365,25 @@ impl Fleet {
         let Some(r) = self.redis() else {
             return Err(self.unavailable());
         };
+        // A revoked key is known on every instance before its revoke
+        // returns (`share_key_revoked` waits for them): the slices need not
+        // ask.
+        let (taken, mut used) = match self.leases.take(windows, now_ms) {
+            Local::Admitted(used) => {
+                self.leased.fetch_add(1, Ordering::Relaxed);
+                return Ok(Admission::Admitted(used));
+            }
+            Local::Refused { index, used } => return Ok(Admission::Refused { index, used }),
+            Local::Ask { taken, used } => (taken, used),
+        };
+        self.lease_nudge.notify_one();
+        let asked: Vec<usize> = (0..windows.len()).filter(|&i| !taken[i]).collect();
+        let ask: Vec<Window<'_>> = asked.iter().map(|&i| windows[i].clone()).collect();
         let revoked = key_id.map(|id| (self.revoked_key.as_str(), id));
-        match tokio::time::timeout(SLOW, r.admit_key(windows, revoked, now_ms)).await {
+        let answer = match tokio::time::timeout(SLOW, r.admit_key(&ask, revoked, now_ms)).await {
             Ok(Ok(a)) => {
                 self.answered();
+                self.leases.answered(&ask, &a, now_ms);
                 Ok(a)
             }
             Ok(Err(e)) => {
@@ -356,12 +394,33 @@ impl Fleet {
                 self.slow(Op::Admit);
                 Err(self.unavailable())
             }
+        };
+        // Back in the request's own order; what the slices took is given
+        // back unless every window took the request.
+        match answer {
+            Ok(Admission::Admitted(got)) => {
+                for (&i, u) in asked.iter().zip(got) {
+                    used[i] = u;
+                }
+                Ok(Admission::Admitted(used))
+            }
+            Ok(Admission::Refused { index, used }) => {
+                self.leases.give_back(windows, &taken, now_ms);
+                Ok(Admission::Refused {
+                    index: asked.get(index).copied().unwrap_or(0),
+                    used,
+                })
+            }
+            other => {
+                self.leases.give_back(windows, &taken, now_ms);
+                other
+            }
         }
     }
 
     /// Queue a correction; written with others after the answer.
     pub fn adjust(&self, a: Adjust) {
-        if a.delta == 0 {
+        if a.delta == 0 || self.leases.correct(&a.key, a.field, a.delta, now_ms()) {
             return;
         }
         if self.adjust_tx.try_send(a).is_err() {
@@ -429,7 +488,7 @@ impl Fleet {
                 .await?;
             r.publish_event(KEY_ISSUED, &json).await
         };
-        self.admin_call(write).await
+        self.admin_call(write).await.map(drop)
     }
 
     /// A key revoked here: refused on every instance at once (the
@@ -460,15 +519,58 @@ impl Fleet {
             r.publish_event(KEY_REVOKED, &format!("{client} {id}"))
                 .await
         };
-        self.admin_call(write).await
+        let event = self.admin_call(write).await?;
+        self.applied_everywhere(&event).await
+    }
+
+    /// Wait (up to 1 s) until every other live instance has applied the
+    /// event `id`: their slices admit without asking Redis, so a revoke
+    /// must be known everywhere before it returns.
+    async fn applied_everywhere(&self, id: &str) -> Result<(), String> {
+        let others: Vec<String> = self
+            .live_peers()
+            .into_iter()
+            .map(|p| p.id)
+            .filter(|p| *p != *self.instance)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        let r = self.redis().ok_or("Redis is unavailable")?;
+        let key = self.key("applied");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            let mut c = r.conn();
+            let at: Vec<Option<String>> = ::redis::cmd("HMGET")
+                .arg(&key)
+                .arg(&others)
+                .query_async(&mut c)
+                .await
+                .map_err(|e| e.to_string())?;
+            let behind = at
+                .iter()
+                .filter(|a| a.as_deref().is_none_or(|a| stream_id(a) < stream_id(id)))
+                .count();
+            if behind == 0 {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    behind,
+                    "a revoke was not confirmed by every instance within 1 s: they apply it when they read the events stream"
+                );
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// An admin API's write to the fleet: bounded to 1 s, its failure
     /// counted and said to the caller.
-    async fn admin_call(
+    async fn admin_call<T>(
         &self,
-        write: impl std::future::Future<Output = Result<(), ::redis::RedisError>>,
-    ) -> Result<(), String> {
+        write: impl std::future::Future<Output = Result<T, ::redis::RedisError>>,
+    ) -> Result<T, String> {
         tokio::time::timeout(Duration::from_secs(1), write)
             .await
             .map_err(|_| "Redis did not answer within 1 s".to_owned())?
@@ -569,8 +671,81 @@ impl Fleet {
                 self.clone().publish_circuits(rx, stop.clone()),
             ));
         }
+        tasks.push(tokio::spawn(self.clone().renew_leases(stop.clone())));
         tasks.push(tokio::spawn(self.clone().consume(circuits, stop)));
         tasks
+    }
+
+    /// Renew the slices that are due (every [`LEASE_TICK`], or at once when
+    /// a request found none), all windows in one round trip; on stopping,
+    /// give every slice back and write what is pending.
+    async fn renew_leases(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(LEASE_TICK) => {}
+                _ = self.lease_nudge.notified() => {}
+            }
+            let now = now_ms();
+            if self.redis().is_none() {
+                continue;
+            }
+            let due = self.leases.due(now);
+            self.send_renewals(due, now, Duration::from_secs(1)).await;
+        }
+        let now = now_ms();
+        let last = self.leases.release_all(now);
+        self.send_renewals(last, now, SLOW).await;
+    }
+
+    async fn send_renewals(&self, due: Vec<super::lease::Renewal>, now: u64, within: Duration) {
+        if due.is_empty() {
+            return;
+        }
+        let Some(r) = self.redis() else {
+            due.iter().for_each(|d| self.leases.renewed(d, None, now));
+            return;
+        };
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+        let peers = self.peers();
+        let answer =
+            match tokio::time::timeout(within, r.lease(&self.instance, &due, peers, now)).await {
+                Ok(Ok(granted)) if granted.len() == due.len() => Some(granted),
+                Ok(Ok(_)) => {
+                    self.failed(Op::Adjust, &"a lease renewal answered for other windows");
+                    None
+                }
+                Ok(Err(e)) => {
+                    self.failed(Op::Adjust, &e);
+                    None
+                }
+                Err(_) => {
+                    self.failed(Op::Adjust, &"no answer within 1 s");
+                    None
+                }
+            };
+        match answer {
+            Some(granted) => {
+                self.answered();
+                for (d, g) in due.iter().zip(granted) {
+                    self.leases.renewed(d, Some(g), now);
+                }
+            }
+            None => due.iter().for_each(|d| self.leases.renewed(d, None, now)),
+        }
+    }
+
+    /// Shared windows this instance keeps an account of.
+    pub fn lease_windows(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Lease renewals sent and requests admitted from slices, so far.
+    pub fn lease_counts(&self) -> (u64, u64) {
+        (
+            self.renewals.load(Ordering::Relaxed),
+            self.leased.load(Ordering::Relaxed),
+        )
     }
 
     async fn heartbeat(
@@ -798,6 +973,9 @@ impl Fleet {
                                 }
                             }
                         }
+                        if p != pos {
+                            self.confirm_applied(&p).await;
+                        }
                         pos = p;
                     }
                     Err(e) => {
@@ -807,6 +985,20 @@ impl Fleet {
                     }
                 }
             }
+        }
+    }
+
+    /// Say which event this instance has applied up to (a revoke waits
+    /// for every instance's word).
+    async fn confirm_applied(&self, pos: &str) {
+        let Some(r) = self.redis() else {
+            return;
+        };
+        let mut c = r.conn();
+        let mut cmd = ::redis::cmd("HSET");
+        cmd.arg(self.key("applied")).arg(&*self.instance).arg(pos);
+        if let Ok(Err(e)) = tokio::time::timeout(SLOW, cmd.query_async::<()>(&mut c)).await {
+            self.failed(Op::Events, &e);
         }
     }
 
@@ -845,6 +1037,12 @@ async fn set_px(
         .arg((ttl.as_millis() as u64).max(1))
         .query_async(&mut c)
         .await
+}
+
+/// A stream entry's id (`ms-seq`) in order.
+fn stream_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -22,34 +22,15 @@ use ::redis::aio::ConnectionManager;
 /// Buckets per window: a window slides in tenths.
 pub const BUCKETS: u64 = 10;
 
-/// ARGV[1] is the buckets per window, ARGV[2], when not empty, a virtual
-/// key's id that must not be in the revoked set (the last KEY): a revoke on
-/// one instance is refused on every other at once, in the same round trip.
-/// Then per key six values: limit, cost, bucket, expiry (ms), kind, seed.
-/// kind `s`: a sliding window charged in `bucket` (the caller's clock over
-/// the bucket width), kept for `expiry` after its newest bucket; `f`: a
-/// fixed counter (a budget's calendar window: one integer, `seed` when
-/// missing, expiring `expiry` after it was made); `a`: sliding, and one
-/// request larger than the whole limit may run while nothing else is
-/// counted (a tpm limit).
-///
-/// Why it is written this way: `bench/fleet.sh` measured this script as
-/// most of Redis's time per request, and most of the script's own time as
-/// number conversions in Lua (a `tonumber` about 0.14 µs, a number turned
-/// back into a string for `redis.call` about 0.4 µs; 38 and 12 of them per
-/// request in the first version). So each number is parsed once, only where
-/// it is compared, and what goes back to Redis is passed on as the string
-/// it came as. Keys must be distinct (a request's windows are).
-const ADMIT: &str = r"
-local n, deny = tonumber(ARGV[1]), ARGV[2]
-local windows = #KEYS
-if deny ~= '' then
-  windows = windows - 1
-  if redis.call('SISMEMBER', KEYS[#KEYS], deny) == 1 then
-    return {2, 0, 0}
-  end
-end
-local used, cost, at = {}, {}, {}
+/// The Lua shared by [`ADMIT`] and [`LEASE`]: `live_total(key, bucket)`,
+/// a sliding window's count (see the module docs), and `leased(lkey,
+/// skip)`, the live slices on a window (`{window}:l`: a field per instance,
+/// `units|expiry_ms`), expired ones dropped as they are met; `skip` is an
+/// instance whose slice is not counted. Both read `n` (buckets per window)
+/// and `now` (ms).
+macro_rules! lua_windows {
+    () => {
+        r"
 -- A sliding window is a hash: a field per bucket, `t` their sum and `o`
 -- the oldest bucket it may hold. Reading it costs the same however full
 -- it is; the buckets that slid out are dropped as they go.
@@ -78,8 +59,65 @@ local function live_total(key, cur)
   redis.call('HSET', key, 't', total, 'o', floor)
   return total
 end
-for i = 1, windows do
-  local key, a = KEYS[i], 2 + 6 * (i - 1)
+local function leased(lkey, skip)
+  local all = redis.call('HGETALL', lkey)
+  if #all == 0 then
+    return 0
+  end
+  local sum, dead = 0, {}
+  for j = 1, #all, 2 do
+    local u, x = string.match(all[j + 1], '^(%d+)|(%d+)$')
+    if x == nil or tonumber(x) <= now then
+      dead[#dead + 1] = all[j]
+    elseif all[j] ~= skip then
+      sum = sum + tonumber(u)
+    end
+  end
+  if #dead > 0 then
+    redis.call('HDEL', lkey, unpack(dead))
+  end
+  return sum
+end
+"
+    };
+}
+
+/// A request that no slice of this instance covers ([`super::lease`]).
+/// KEYS: the windows, then each one's slices (`{window}:l`), then, when
+/// ARGV[2] is not empty, the revoked set: ARGV[2] is a virtual key's id
+/// that must not be in it. ARGV[1] is the buckets per window, ARGV[3] the
+/// caller's clock (ms; a slice past its expiry is not counted). Then per
+/// window six values: limit, cost, bucket, expiry (ms), kind, seed.
+/// kind `s`: a sliding window charged in `bucket` (the caller's clock over
+/// the bucket width), kept for `expiry` after its newest bucket; `f`: a
+/// fixed counter (a budget's calendar window: one integer, `seed` when
+/// missing, expiring `expiry` after it was made); `a`: sliding, and one
+/// request larger than the whole limit may run while nothing else is
+/// counted (a tpm limit). Every instance's live slices count as used.
+///
+/// Why it is written this way: `bench/fleet.sh` measured this script as
+/// most of Redis's time per request, and most of the script's own time as
+/// number conversions in Lua (a `tonumber` about 0.14 µs, a number turned
+/// back into a string for `redis.call` about 0.4 µs; 38 and 12 of them per
+/// request in the first version). So each number is parsed once, only where
+/// it is compared, and what goes back to Redis is passed on as the string
+/// it came as. Keys must be distinct (a request's windows are).
+const ADMIT: &str = concat!(
+    r"
+local n, deny, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local windows = #KEYS
+if deny ~= '' then
+  windows = windows - 1
+  if redis.call('SISMEMBER', KEYS[#KEYS], deny) == 1 then
+    return {2, 0, 0}
+  end
+end
+windows = windows / 2
+local used, cost, at = {}, {}, {}
+",
+    lua_windows!(),
+    r"for i = 1, windows do
+  local key, a = KEYS[i], 3 + 6 * (i - 1)
   local limit, c, kind = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 5]
   local total
   if kind == 'f' then
@@ -87,6 +125,9 @@ for i = 1, windows do
   else
     total = live_total(key, tonumber(ARGV[a + 3]))
   end
+  -- Every instance's live slices count as used (this one's too: it asks
+  -- because its own slice does not cover the request).
+  total = total + leased(KEYS[windows + i], nil)
   if c > 0 and total + c > limit and not (kind == 'a' and total == 0) then
     return {0, i, total}
   end
@@ -111,7 +152,113 @@ for i = 1, windows do
   used[i] = used[i] + c
 end
 return {1, 0, unpack(used)}
-";
+"
+);
+
+/// Renews this instance's slices ([`super::lease`]), many windows in one
+/// call. KEYS: per window, the window and its slices (`{window}:l`). ARGV:
+/// buckets per window, this instance's id, its clock (ms), a slice's
+/// lifetime (ms), the live instances, the share of a limit all slices
+/// together may hold ([`super::lease::SHARE`]), then per window: limit, kind (as in [`ADMIT`]), the current bucket,
+/// expiry, seed, the number of commits and each one's bucket (`-` for a
+/// fixed counter) and delta, then the slice kept (`carry`), the more
+/// wanted and the least worth holding (one request's cost). Commits go in first (a bucket that slid out is skipped); then
+/// the slice becomes `carry` (cut to what is free if this instance's slice
+/// had already expired) plus at most `want`, at most half of what is free
+/// divided among the instances, and at most this instance's part of the
+/// share (the slice included). Returns per window: the count, the others' slices, the carry
+/// and the extra granted.
+const LEASE: &str = concat!(
+    r"
+local n, me, now, ttl, peers, share = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local div = 2 * peers
+",
+    lua_windows!(),
+    r"
+local function commit(key, kind, field, delta, cur, expiry, seed)
+  if kind == 'f' then
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('SET', key, seed, 'PX', expiry)
+    end
+    redis.call('INCRBY', key, delta)
+    return
+  end
+  local f = tonumber(field)
+  if f < cur - n + 1 then
+    return
+  end
+  local o = tonumber(redis.call('HGET', key, 'o'))
+  if o == nil then
+    if tonumber(delta) < 0 then
+      return
+    end
+    redis.call('HSET', key, 'o', field)
+  elseif f < o then
+    redis.call('HSET', key, 'o', field)
+  end
+  redis.call('HINCRBY', key, 't', delta)
+  redis.call('HINCRBY', key, field, delta)
+  redis.call('PEXPIRE', key, expiry)
+end
+local out, p = {}, 7
+for w = 1, #KEYS / 2 do
+  local key, lkey = KEYS[2 * w - 1], KEYS[2 * w]
+  local limit, kind, cur, expiry, seed = tonumber(ARGV[p]), ARGV[p + 1], tonumber(ARGV[p + 2]), ARGV[p + 3], ARGV[p + 4]
+  local commits = tonumber(ARGV[p + 5])
+  p = p + 6
+  for _ = 1, commits do
+    commit(key, kind, ARGV[p], ARGV[p + 1], cur, expiry, seed)
+    p = p + 2
+  end
+  local carry, want, least = tonumber(ARGV[p]), tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
+  p = p + 3
+  local total
+  if kind == 'f' then
+    total = tonumber(redis.call('GET', key) or seed)
+  else
+    total = live_total(key, cur)
+  end
+  local others = leased(lkey, me)
+  local mine = 0
+  local held = redis.call('HGET', lkey, me)
+  if held then
+    local u, x = string.match(held, '^(%d+)|(%d+)$')
+    if x and tonumber(x) > now then
+      mine = tonumber(u)
+    end
+  end
+  local room = limit - total - others
+  if carry > mine and carry > room then
+    carry = math.max(0, room)
+  end
+  local extra = 0
+  local cap = math.floor(limit * share / peers) - carry
+  if want > 0 and room - carry > 0 and cap > 0 then
+    extra = math.min(want, cap, math.floor((room - carry) / div))
+    -- A slice too small for one request would only be kept from the others.
+    if carry + extra < least then
+      extra = 0
+    end
+  end
+  if carry + extra > 0 then
+    redis.call('HSET', lkey, me, (carry + extra) .. '|' .. (now + ttl))
+    redis.call('PEXPIRE', lkey, ttl * 2)
+  elseif held then
+    redis.call('HDEL', lkey, me)
+  end
+  out[#out + 1] = total
+  out[#out + 1] = others
+  out[#out + 1] = carry
+  out[#out + 1] = extra
+end
+return out
+"
+);
+
+/// Where a window's slices are kept (the same hash tag as the window).
+pub fn leases_key(window: &str) -> String {
+    format!("{window}:l")
+}
 
 /// A correction to a sliding window's bucket (KEYS[1]; ARGV: bucket,
 /// delta): the bucket and the sum move together, and a bucket that already
@@ -246,6 +393,7 @@ pub struct RedisState {
     conn: Conn,
     prefix: String,
     admit: std::sync::Arc<::redis::Script>,
+    lease: std::sync::Arc<::redis::Script>,
     publish: std::sync::Arc<::redis::Script>,
     /// Admissions on their way to [`batch_admissions`].
     admit_tx: tokio::sync::mpsc::UnboundedSender<AdmitJob>,
@@ -384,6 +532,7 @@ impl RedisState {
             conn,
             prefix: prefix.to_owned(),
             admit,
+            lease: std::sync::Arc::new(::redis::Script::new(LEASE)),
             publish: std::sync::Arc::new(::redis::Script::new(PUBLISH)),
             admit_tx,
         };
@@ -391,7 +540,7 @@ impl RedisState {
         // than each paying a NOSCRIPT and a resend of the whole script);
         // a node that lacks one later gets it resent by the call itself.
         let mut c = state.conn.clone();
-        for script in [&state.admit, &state.publish] {
+        for script in [&state.admit, &state.lease, &state.publish] {
             let _ = script.prepare_invoke().load_async(&mut c).await;
         }
         Ok(state)
@@ -442,16 +591,21 @@ impl RedisState {
     ) -> Result<Admission, ::redis::RedisError> {
         // EVALSHA sha n KEYS… ARGV…, as `Script::prepare_invoke` would
         // build it, but sent through the batcher.
-        let nkeys = windows.len() + usize::from(revoked.is_some());
+        let nkeys = 2 * windows.len() + usize::from(revoked.is_some());
         let mut cmd = ::redis::cmd("EVALSHA");
         cmd.arg(self.admit.get_hash()).arg(nkeys);
         for w in windows {
             cmd.arg(w.key);
         }
+        for w in windows {
+            cmd.arg(leases_key(w.key));
+        }
         if let Some((set, _)) = revoked {
             cmd.arg(set);
         }
-        cmd.arg(BUCKETS).arg(revoked.map_or("", |(_, id)| id));
+        cmd.arg(BUCKETS)
+            .arg(revoked.map_or("", |(_, id)| id))
+            .arg(now_ms);
         for w in windows {
             let (bucket, expiry, kind, seed) = match w.span {
                 Span::Sliding(span) => {
@@ -495,6 +649,60 @@ impl RedisState {
             },
             _ => Admission::Refused { index: 0, used: 0 },
         })
+    }
+
+    /// Renew `renewals` for instance `me` at `now_ms` (see [`LEASE`]): one
+    /// round trip, however many windows.
+    pub async fn lease(
+        &self,
+        me: &str,
+        renewals: &[super::lease::Renewal],
+        peers: u32,
+        now_ms: u64,
+    ) -> Result<Vec<super::lease::Granted>, ::redis::RedisError> {
+        let mut call = self.lease.prepare_invoke();
+        for r in renewals {
+            call.key(&*r.key).key(leases_key(&r.key));
+        }
+        call.arg(BUCKETS)
+            .arg(me)
+            .arg(now_ms)
+            .arg(super::lease::LEASE_TTL_MS)
+            .arg(peers.max(1))
+            .arg(super::lease::SHARE);
+        for r in renewals {
+            let (kind, cur, expiry, seed) = match r.span {
+                Span::Sliding(span) => {
+                    let kind = if r.alone_ok { "a" } else { "s" };
+                    (kind, now_ms / (span / BUCKETS).max(1), span * 2, 0)
+                }
+                Span::Fixed { ttl_ms, seed } => ("f", 0, ttl_ms, seed),
+            };
+            call.arg(r.limit)
+                .arg(kind)
+                .arg(cur)
+                .arg(expiry)
+                .arg(seed)
+                .arg(r.commits.len());
+            for (field, delta) in &r.commits {
+                match field {
+                    Some(f) => call.arg(f),
+                    None => call.arg("-"),
+                };
+                call.arg(delta);
+            }
+            call.arg(r.carry).arg(r.want).arg(r.least);
+        }
+        let out: Vec<u64> = call.invoke_async(&mut self.conn.clone()).await?;
+        Ok(out
+            .chunks_exact(4)
+            .map(|c| super::lease::Granted {
+                total: c[0],
+                others: c[1],
+                carry: c[2],
+                extra: c[3],
+            })
+            .collect())
     }
 
     /// Many requests' corrections in one pipelined round trip, those to
@@ -667,8 +875,13 @@ impl RedisState {
         Ok((circuits, next))
     }
 
-    /// Append a non-circuit event (a virtual key issued or revoked).
-    pub async fn publish_event(&self, field: &str, value: &str) -> Result<(), ::redis::RedisError> {
+    /// Append a non-circuit event (a virtual key issued or revoked); its
+    /// entry id.
+    pub async fn publish_event(
+        &self,
+        field: &str,
+        value: &str,
+    ) -> Result<String, ::redis::RedisError> {
         let (_, stream) = self.circuit_keys();
         let mut conn = self.conn.clone();
         ::redis::cmd("XADD")
@@ -679,7 +892,7 @@ impl RedisState {
             .arg("*")
             .arg(field)
             .arg(value)
-            .query_async::<()>(&mut conn)
+            .query_async::<String>(&mut conn)
             .await
     }
 

@@ -1,0 +1,316 @@
+//! What an instance shares with the rest of its fleet, behind one interface
+//! chosen at start-up: [`Alone`] (`state.backend: memory`: nothing is
+//! shared, every answer is this instance's own) or the Redis-backed
+//! [`Fleet`] (`state.backend: redis`, contract §7). The layers above call it
+//! the same way whichever it is: sticky sessions, circuit transitions and
+//! health, virtual keys, the fleet's budget counters, the response cache and
+//! stored responses, and what `/admin/state` and `/metrics` say of it.
+//!
+//! Admission on the shared counts is reached through [`Shared::fleet`]: a
+//! request that charges nothing shared (`None`) is decided on this
+//! instance's own counters.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::cache::{MemoryCache, ResponseCache};
+use super::fleet::{Fleet, FleetSink, Report, SharedCircuit, SharedKey};
+use super::responses::ResponseStore;
+
+/// The fleet's virtual keys, as [`Shared::all_keys`] finds them.
+pub enum FleetKeys {
+    /// Nothing is shared: the usage store's keys are all there are.
+    NotShared,
+    /// The fleet cannot be read now: keep the keys held.
+    Unavailable,
+    /// The live keys the fleet shares, and the ids revoked anywhere.
+    Shared(Vec<SharedKey>, Vec<String>),
+}
+
+/// The fleet's budget counters read (micro-USD, in the order asked) and
+/// what the other instances hold on them per client (USD).
+pub type BudgetCounters = (Vec<Option<i64>>, HashMap<String, f64>);
+
+/// What this instance says of itself in each heartbeat, made fresh each time.
+pub type Reporter = Arc<dyn Fn() -> Report + Send + Sync>;
+
+pub trait Shared: Send + Sync {
+    /// The fleet member to admit on, when counters are shared.
+    fn fleet(&self) -> Option<&Arc<Fleet>>;
+
+    /// The fleet's name for a shared counter (`None`: counted here only).
+    fn counter(&self, name: &str) -> Option<Arc<str>>;
+
+    /// A circuit transition made here, for every other instance.
+    fn publish_circuit(&self, deployment: &str, c: SharedCircuit);
+
+    /// This instance's health score for `deployment` merged with the
+    /// others' (a mean of the live instances').
+    fn merged_health(&self, deployment: &str, local: f64) -> f64;
+
+    /// Which deployment served a sticky session on another instance.
+    fn recall_session<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<String>>;
+
+    /// Bind a sticky session for every instance (waited for: the next turn
+    /// may reach any of them).
+    fn remember_session<'a>(
+        &'a self,
+        key: &'a str,
+        deployment: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, ()>;
+
+    /// A key issued on another instance a moment ago.
+    fn find_key<'a>(&'a self, sha256: &'a str) -> BoxFuture<'a, Option<SharedKey>>;
+
+    fn share_key_issued<'a>(&'a self, k: &'a SharedKey) -> BoxFuture<'a, Result<(), String>>;
+
+    fn share_key_revoked<'a>(
+        &'a self,
+        client: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>>;
+
+    fn all_keys(&self) -> BoxFuture<'_, FleetKeys>;
+
+    /// The fleet's budget counters (micro-USD) named by `keys` (`None`:
+    /// nothing shared, or Redis away — this instance's figures are all
+    /// there is), and what the other instances hold on them per client.
+    fn budget_counters(&self, keys: Vec<String>) -> BoxFuture<'_, Option<BudgetCounters>>;
+
+    /// The response cache for `cfg` (`memory` or, shared, `redis`).
+    fn response_cache(&self, cfg: &crate::config::Cache) -> Option<Arc<dyn ResponseCache>>;
+
+    /// Stored Responses-API answers: `own` alone, shared in a fleet.
+    fn responses(&self, own: Arc<dyn ResponseStore>, ttl: Duration) -> Arc<dyn ResponseStore>;
+
+    /// `/admin/state`'s fleet fields (`None` alone).
+    fn describe(&self) -> Option<serde_json::Value>;
+
+    /// `switchyard_state_backend_errors_total{op}`.
+    fn errors(&self) -> Vec<(&'static str, u64)>;
+
+    /// The background work sharing takes (heartbeats, events, renewals).
+    fn run(
+        &self,
+        report: Reporter,
+        sink: Arc<dyn FleetSink>,
+        stop: CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<()>>;
+}
+
+/// One instance on its own (`state.backend: memory`).
+pub struct Alone;
+
+impl Shared for Alone {
+    fn fleet(&self) -> Option<&Arc<Fleet>> {
+        None
+    }
+
+    fn counter(&self, _: &str) -> Option<Arc<str>> {
+        None
+    }
+
+    fn publish_circuit(&self, _: &str, _: SharedCircuit) {}
+
+    fn merged_health(&self, _: &str, local: f64) -> f64 {
+        local
+    }
+
+    fn recall_session<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { None })
+    }
+
+    fn remember_session<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn find_key<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<SharedKey>> {
+        Box::pin(async { None })
+    }
+
+    fn share_key_issued<'a>(&'a self, _: &'a SharedKey) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn share_key_revoked<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn all_keys(&self) -> BoxFuture<'_, FleetKeys> {
+        Box::pin(async { FleetKeys::NotShared })
+    }
+
+    fn budget_counters(&self, _: Vec<String>) -> BoxFuture<'_, Option<BudgetCounters>> {
+        Box::pin(async { None })
+    }
+
+    fn response_cache(&self, cfg: &crate::config::Cache) -> Option<Arc<dyn ResponseCache>> {
+        // `check` refuses a Redis cache without a Redis state.
+        (cfg.backend == crate::config::CacheBackend::Memory).then(|| {
+            Arc::new(MemoryCache::new(cfg.ttl, cfg.max_entries, cfg.max_bytes))
+                as Arc<dyn ResponseCache>
+        })
+    }
+
+    fn responses(&self, own: Arc<dyn ResponseStore>, _: Duration) -> Arc<dyn ResponseStore> {
+        own
+    }
+
+    fn describe(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    fn errors(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    fn run(
+        &self,
+        _: Reporter,
+        _: Arc<dyn FleetSink>,
+        _: CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        Vec::new()
+    }
+}
+
+/// The fleet shares through Redis: each call is [`Fleet`]'s own.
+pub struct OnRedis(pub Arc<Fleet>);
+
+impl Shared for OnRedis {
+    fn fleet(&self) -> Option<&Arc<Fleet>> {
+        Some(&self.0)
+    }
+
+    fn counter(&self, name: &str) -> Option<Arc<str>> {
+        Some(self.0.key(name).into())
+    }
+
+    fn publish_circuit(&self, deployment: &str, c: SharedCircuit) {
+        self.0.publish(deployment, c);
+    }
+
+    fn merged_health(&self, deployment: &str, local: f64) -> f64 {
+        self.0.merged_health(deployment, local)
+    }
+
+    fn recall_session<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<String>> {
+        Box::pin(self.0.get(self.0.key(key)))
+    }
+
+    fn remember_session<'a>(
+        &'a self,
+        key: &'a str,
+        deployment: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.0.set(self.0.key(key), deployment.to_owned(), ttl))
+    }
+
+    fn find_key<'a>(&'a self, sha256: &'a str) -> BoxFuture<'a, Option<SharedKey>> {
+        Box::pin(self.0.find_key(sha256))
+    }
+
+    fn share_key_issued<'a>(&'a self, k: &'a SharedKey) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.0.share_key_issued(k))
+    }
+
+    fn share_key_revoked<'a>(
+        &'a self,
+        client: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(self.0.share_key_revoked(client, id))
+    }
+
+    fn all_keys(&self) -> BoxFuture<'_, FleetKeys> {
+        Box::pin(async {
+            match self.0.all_keys().await {
+                Some((live, revoked)) => FleetKeys::Shared(live, revoked),
+                None => FleetKeys::Unavailable,
+            }
+        })
+    }
+
+    fn budget_counters(&self, keys: Vec<String>) -> BoxFuture<'_, Option<BudgetCounters>> {
+        Box::pin(async move {
+            if !self.0.is_up() || keys.is_empty() {
+                return None;
+            }
+            let counters: Vec<Option<i64>> = self
+                .0
+                .read(|r| async move {
+                    let mut c = r.conn();
+                    ::redis::cmd("MGET").arg(&keys).query_async(&mut c).await
+                })
+                .await?;
+            Some((counters, self.0.peers_budget_held()))
+        })
+    }
+
+    fn response_cache(&self, cfg: &crate::config::Cache) -> Option<Arc<dyn ResponseCache>> {
+        if cfg.backend != crate::config::CacheBackend::Redis {
+            return Alone.response_cache(cfg);
+        }
+        Some(Arc::new(super::redis_cache::RedisCache::new(
+            self.0.clone(),
+            cfg.ttl,
+            cfg.max_entries,
+        )))
+    }
+
+    fn responses(&self, own: Arc<dyn ResponseStore>, ttl: Duration) -> Arc<dyn ResponseStore> {
+        Arc::new(super::redis_responses::FleetResponses::new(
+            own,
+            self.0.clone(),
+            ttl,
+        ))
+    }
+
+    fn describe(&self) -> Option<serde_json::Value> {
+        let f = &self.0;
+        let (renewals, leased) = f.lease_counts();
+        Some(serde_json::json!({
+            "instance": &*f.instance,
+            "shared_state": if f.is_up() { "redis" } else { "local" },
+            "instances": f.live_peers(),
+            // Leased admission at work: how many requests this instance
+            // admitted from its slices, and how many renewals that took.
+            "leases": {
+                "windows": f.lease_windows(),
+                "renewals": renewals,
+                "admitted_from_slices": leased,
+            },
+        }))
+    }
+
+    fn errors(&self) -> Vec<(&'static str, u64)> {
+        self.0.errors().collect()
+    }
+
+    fn run(
+        &self,
+        report: Reporter,
+        sink: Arc<dyn FleetSink>,
+        stop: CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        self.0.run(report, sink, stop)
+    }
+}
+
+/// The sharing `state` asks for: `None` is an instance on its own.
+pub fn of(fleet: Option<Arc<Fleet>>) -> Arc<dyn Shared> {
+    match fleet {
+        Some(f) => Arc::new(OnRedis(f)),
+        None => Arc::new(Alone),
+    }
+}
