@@ -11,7 +11,9 @@ use crate::adapters::deployment::{DeploymentRt, ProviderRt};
 use crate::adapters::endpoint;
 use crate::adapters::Adapter;
 use crate::config::{Config, Route};
+use crate::governance::Governance;
 use crate::registry::Registry;
+use crate::state::fleet::{FleetSink, SharedCircuit, SharedKey};
 use arc_swap::ArcSwap;
 
 pub type SharedLive = Arc<ArcSwap<Live>>;
@@ -20,6 +22,8 @@ pub struct Live {
     pub config: Arc<Config>,
     /// Circuits, health, limits and sessions: kept across reloads.
     pub registry: Arc<Registry>,
+    /// Budgets and issued keys: kept across reloads.
+    pub governance: Arc<Governance>,
     /// `config.version`, shared with every request's log line.
     pub version: Arc<str>,
     /// Route names, shared with logs and metric labels.
@@ -40,7 +44,11 @@ pub enum Target<'a> {
 }
 
 impl Live {
-    pub fn build(config: Config, registry: &Arc<Registry>) -> Result<Live, String> {
+    pub fn build(
+        config: Config,
+        registry: &Arc<Registry>,
+        governance: &Arc<Governance>,
+    ) -> Result<Live, String> {
         crate::upstream::client::check()?;
         registry.reconcile(&config);
         let mut providers = HashMap::new();
@@ -100,6 +108,7 @@ impl Live {
             version: Arc::from(config.version.as_str()),
             route_names,
             registry: registry.clone(),
+            governance: governance.clone(),
             config: Arc::new(config),
             deployments,
             clients_by_key,
@@ -120,8 +129,8 @@ impl Live {
     /// Governance's run-time state, as `governance::restore` rebuilds it.
     pub fn governed(&self) -> crate::governance::restore::Governed<'_> {
         crate::governance::restore::Governed {
-            budgets: &self.registry.budgets,
-            issued_keys: &self.registry.issued_keys,
+            budgets: &self.governance.budgets,
+            issued_keys: &self.governance.issued_keys,
             shared: &*self.registry.shared,
         }
     }
@@ -132,5 +141,28 @@ impl Live {
             return Some(Target::Route(r));
         }
         self.deployments.get(model).map(Target::Deployment)
+    }
+}
+
+/// Events from the rest of the fleet land here: circuits on the registry's
+/// breakers, virtual keys in governance's issued set.
+pub struct FleetEvents {
+    pub registry: Arc<Registry>,
+    pub governance: Arc<Governance>,
+}
+
+impl FleetSink for FleetEvents {
+    fn circuit(&self, deployment: &str, c: SharedCircuit, age_ms: u64) {
+        self.registry.apply_shared_circuit(deployment, c, age_ms);
+    }
+
+    fn key_issued(&self, k: SharedKey) {
+        if let Some((sha, issued)) = crate::governance::keys::from_shared(&k) {
+            self.governance.issued_keys.insert(sha, issued);
+        }
+    }
+
+    fn key_revoked(&self, client: &str, id: &str) {
+        self.governance.issued_keys.remove(client, id);
     }
 }

@@ -100,7 +100,8 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let fleet = fleet_of(&config);
     let shared = crate::state::shared::of(fleet);
     let registry = Arc::new(Registry::with_shared(store.clone(), shared.clone()));
-    let live = Live::build(config, &registry)?;
+    let governance = Arc::new(crate::governance::Governance::default());
+    let live = Live::build(config, &registry, &governance)?;
     let metrics: Arc<crate::observe::metrics::Metrics> = Default::default();
     let usage = open_usage(&live, &metrics).await?;
     let live_usage = live.config.usage.clone();
@@ -150,11 +151,17 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         crate::state::fleet::Report {
             config_version: l.version.to_string(),
             health: l.registry.local_health(),
-            budget_held: l.registry.budgets.fleet_held(),
+            budget_held: l.governance.budgets.fleet_held(),
         }
     });
-    let registry = app.live.load().registry.clone();
-    tasks.extend(shared.run(report, registry, shutdown.clone()));
+    let events = {
+        let l = app.live.load();
+        Arc::new(crate::live::FleetEvents {
+            registry: l.registry.clone(),
+            governance: l.governance.clone(),
+        })
+    };
+    tasks.extend(shared.run(report, events, shutdown.clone()));
     if let Some(u) = &app.usage {
         tasks.push(sweep_usage(u.clone(), shutdown.clone()));
         tasks.push(sync_issued_keys(app.clone(), u.clone(), shutdown.clone()));

@@ -163,7 +163,7 @@ pub async fn clients(State(app): State<App>) -> Response {
         .enumerate()
         .map(|(i, (c, id))| {
             let budget = c.budget.map_or(Value::Null, |b| {
-                let mut s = live.registry.budgets.account(id).snapshot(b.per, now);
+                let mut s = live.governance.budgets.account(id).snapshot(b.per, now);
                 if let Some(f) = &fleet {
                     f.apply(id, &mut s);
                 }
@@ -183,7 +183,7 @@ pub async fn clients(State(app): State<App>) -> Response {
                 })
                 .into_iter()
                 .collect();
-            keys.extend(live.registry.issued_keys.of(id).into_iter().map(|k| {
+            keys.extend(live.governance.issued_keys.of(id).into_iter().map(|k| {
                 json!({"id": &*k.id, "source": "admin", "created_at": format_time(k.created_at_ms),
                        "last_used_at": at(used.get(&*k.id).copied())})
             }));
@@ -233,7 +233,7 @@ impl FleetBudgets {
             .zip(counters)
             .filter_map(|((id, _), n)| Some((id, n?.max(0) as u64)))
             .collect();
-        for (client, usd) in live.registry.budgets.fleet_held() {
+        for (client, usd) in live.governance.budgets.fleet_held() {
             *held.entry(client).or_default() += usd;
         }
         Some(FleetBudgets { used, held })
@@ -269,7 +269,7 @@ pub async fn create_key(State(app): State<App>, Path(client): Path<String>) -> R
     if let Err(e) = store.insert_key(record).await {
         return store_failed(store, &e);
     }
-    live.registry.issued_keys.insert(
+    live.governance.issued_keys.insert(
         new.sha256,
         crate::governance::keys::Issued {
             client: live.client_ids[i].clone(),
@@ -318,7 +318,7 @@ pub async fn revoke_key(
         return no_store("revoking keys");
     };
     // Refused here at once, whatever the store says next.
-    let here = live.registry.issued_keys.remove(&client, &key_id);
+    let here = live.governance.issued_keys.remove(&client, &key_id);
     let stored = match store.revoke_key(&client, &key_id).await {
         Ok(found) => found,
         Err(e) => return store_failed(store, &e),

@@ -242,7 +242,7 @@ fn publish_gauges(app: &App) {
     let now = crate::usage::query::now_ms();
     for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
         if let Some(b) = c.budget {
-            let s = live.registry.budgets.account(id).snapshot(b.per, now);
+            let s = live.governance.budgets.account(id).snapshot(b.per, now);
             app.metrics
                 .budget_spent_usd
                 .get_or_create(&ClientLabels {

@@ -59,7 +59,10 @@ async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<Strin
         .and_then(|cfg| same_exporter(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_state(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_listeners(&app.live.load().config, &cfg).map(|()| cfg))
-        .and_then(|cfg| Live::build(cfg, &app.live.load().registry).map_err(|e| vec![e]));
+        .and_then(|cfg| {
+            let now = app.live.load();
+            Live::build(cfg, &now.registry, &now.governance).map_err(|e| vec![e])
+        });
     match result {
         Ok(live) => {
             if let Some(store) = &app.usage {

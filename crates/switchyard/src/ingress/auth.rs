@@ -37,7 +37,7 @@ pub fn authenticate<'l>(
         Some((i, key_id)) => principal(*i, key_id.clone()),
         // A key issued at run time, for a client the config still has.
         None => live
-            .registry
+            .governance
             .issued_keys
             .get(&digest)
             .and_then(|k| principal(live.client_index(&k.client)?, k.id)),
@@ -64,7 +64,7 @@ pub async fn learn_issued_key(live: &Live, headers: &HeaderMap) -> bool {
     };
     match crate::governance::keys::from_shared(&k) {
         Some((sha, issued)) if sha == digest && live.client_index(&issued.client).is_some() => {
-            live.registry.issued_keys.insert(sha, issued);
+            live.governance.issued_keys.insert(sha, issued);
             true
         }
         _ => false,
@@ -142,7 +142,12 @@ mod tests {
         if let Some(cs) = cfg.clients.as_mut() {
             cs[0].key_sha256 = Sha256::digest(b"").into();
         }
-        Live::build(cfg, &Arc::new(Registry::new(Arc::new(MemoryStore::new())))).unwrap()
+        Live::build(
+            cfg,
+            &Arc::new(Registry::new(Arc::new(MemoryStore::new()))),
+            &Default::default(),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub fn replayed(
 ) -> Replayed {
     if let Some((p, b)) = who.and_then(|p| Some((p, p.client.budget?))) {
         // Nothing is reserved: the hold only reads what is left.
-        ctx.budget = Some(live.registry.budgets.hold(&p.id, b));
+        ctx.budget = Some(live.governance.budgets.hold(&p.id, b));
     }
     ctx.route = live.route_names.get(inbound.model()).cloned();
     let model: Arc<str> = Arc::from(hit.answer.model.as_str());

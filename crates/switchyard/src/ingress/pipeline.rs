@@ -283,7 +283,7 @@ fn plan_target<'l>(
     ctx.output_cap = facts.max_tokens;
     ctx.output_choices = facts.choices();
     if let Some((p, b)) = who.and_then(|p| Some((p, p.client.budget?))) {
-        ctx.budget = Some(live.registry.budgets.hold(&p.id, b));
+        ctx.budget = Some(live.governance.budgets.hold(&p.id, b));
     }
     let planning = std::time::SystemTime::now();
     let plan = route::plan(live, &target, facts, Instant::now())?;

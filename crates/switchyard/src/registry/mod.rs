@@ -2,10 +2,10 @@
 //! config reloads — circuit (`circuit`), health and provider keys
 //! (`health`), concurrency, queue and rpm/tpm (`limits`), the retry budget
 //! (`retry_budget`), what a served stream holds (`held`) — plus the
-//! gateway-wide budgets and issued keys, and the response cache handle.
-//! Every number lives behind `state::store::StateStore`, so one gateway or
-//! a fleet sharing Redis see the same state; routing reads it, reliability
-//! writes it.
+//! response cache handle and what is shared with the fleet
+//! (`state::shared`). Every number lives behind `state::store::StateStore`;
+//! routing reads it, reliability writes it. Budgets and issued keys are
+//! governance's (`governance::Governance`, held by `live::Live`).
 
 pub mod circuit;
 pub mod health;
@@ -14,7 +14,7 @@ pub mod limits;
 pub mod retry_budget;
 
 use crate::state::cache::ResponseCache;
-use crate::state::fleet::{Fleet, FleetSink, SharedCircuit, SharedKey};
+use crate::state::fleet::{Fleet, SharedCircuit};
 use crate::state::shared::{Alone, Shared};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -192,10 +192,6 @@ pub struct Registry {
     clients: ArcSwap<HashMap<String, Arc<ClientLimits>>>,
     /// Serialises reconciles (reloads), never requests.
     reconciling: Mutex<()>,
-    /// Client budgets: spend and reservations per window.
-    pub budgets: crate::governance::budget::Budgets,
-    /// Virtual keys issued through the admin API.
-    pub issued_keys: crate::governance::keys::IssuedKeys,
     /// The response cache and the settings it was built with: kept across
     /// reloads that leave `cache` alone, built anew when they change it.
     cache: Mutex<Option<(crate::config::Cache, Arc<dyn ResponseCache>)>>,
@@ -215,8 +211,6 @@ impl Registry {
             deployments: ArcSwap::from_pointee(HashMap::new()),
             clients: ArcSwap::from_pointee(HashMap::new()),
             reconciling: Mutex::new(()),
-            budgets: Default::default(),
-            issued_keys: Default::default(),
             cache: Mutex::new(None),
         }
     }
@@ -321,23 +315,12 @@ impl Registry {
     }
 }
 
-/// Events from the rest of the fleet land here: circuits on the breakers,
-/// virtual keys in the issued set.
-impl FleetSink for Registry {
-    fn circuit(&self, deployment: &str, c: SharedCircuit, age_ms: u64) {
+impl Registry {
+    /// Another instance's circuit transition, on this one's breaker.
+    pub fn apply_shared_circuit(&self, deployment: &str, c: SharedCircuit, age_ms: u64) {
         if let Some(d) = self.get(deployment) {
             d.circuit.apply_shared(c, age_ms);
         }
-    }
-
-    fn key_issued(&self, k: SharedKey) {
-        if let Some((sha, issued)) = crate::governance::keys::from_shared(&k) {
-            self.issued_keys.insert(sha, issued);
-        }
-    }
-
-    fn key_revoked(&self, client: &str, id: &str) {
-        self.issued_keys.remove(client, id);
     }
 }
 

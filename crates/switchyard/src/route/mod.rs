@@ -378,7 +378,12 @@ routes:
 
     fn live() -> Live {
         let cfg = load_str(CONFIG, "test.yaml", &|_| None).expect("config");
-        Live::build(cfg, &Arc::new(Registry::new(Arc::new(MemoryStore::new())))).unwrap()
+        Live::build(
+            cfg,
+            &Arc::new(Registry::new(Arc::new(MemoryStore::new()))),
+            &Default::default(),
+        )
+        .unwrap()
     }
 
     fn plan_for(live: &Live, model: &str, facts: &Facts) -> Result<Plan, GatewayError> {
