@@ -13,11 +13,13 @@
 //! ```
 //! Beside the path: `config` (YAML → validated model), `live` (the config
 //! snapshot a request keeps), `registry` (circuits, health, limits, keys:
-//! kept across reloads), `state` (storage: memory or Redis, the response
-//! cache, stored responses), `observe` (the request's record, decision log,
+//! kept across reloads), `state` (storage: the state store, the response
+//! cache, stored responses, and what is shared with a fleet — alone or on
+//! Redis, behind `state::shared::Shared`), `observe` (the request's record, decision log,
 //! redaction, logging, trace ids, the OTLP wire format), `sinks` (where a
 //! finished record goes), `usage` (the cost ledger), `governance` (who, and
-//! what they may spend), `admin`.
+//! what they may spend: budgets and issued keys, kept across reloads),
+//! `admin`.
 //!
 //! Layers, lowest first. A module uses only the layers below its own, never
 //! one above and never another of its own line (`tests/layers.rs` reads the

@@ -97,8 +97,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         );
     }
     let store = Arc::new(MemoryStore::new());
-    let fleet = fleet_of(&config);
-    let shared = crate::state::shared::of(fleet);
+    let shared = crate::state::shared::of(&config.state);
     let registry = Arc::new(Registry::with_shared(store.clone(), shared.clone()));
     let governance = Arc::new(crate::governance::Governance::default());
     let live = Live::build(config, &registry, &governance)?;
@@ -201,26 +200,6 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         tasks,
         threads,
     })
-}
-
-/// The fleet this instance joins, with `state.backend: redis`.
-fn fleet_of(config: &Config) -> Option<Arc<crate::state::fleet::Fleet>> {
-    let s = &config.state;
-    if s.backend != crate::config::StateBackend::Redis {
-        return None;
-    }
-    use crate::state::redis::Endpoint;
-    let at = match (&s.redis_url, &s.cluster_urls) {
-        (_, Some(urls)) => Endpoint::Cluster(urls.clone()),
-        (Some(url), None) => Endpoint::One(url.clone()),
-        (None, None) => return None,
-    };
-    // The Redis client's TLS (`rediss://`) takes rustls's process-wide
-    // provider: the same ring one the upstream client uses. (Already set:
-    // fine.)
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let reject = s.on_unavailable == crate::config::OnUnavailable::Reject;
-    Some(crate::state::fleet::Fleet::new(at, &s.key_prefix, reject))
 }
 
 /// The OTLP trace export, when `observability.otlp_endpoint` is set. Built

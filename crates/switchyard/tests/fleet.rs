@@ -56,6 +56,7 @@ clients:
   - {{ id: wide_a, key_env: WIDE_A_KEY, rpm: 1200 }}
   - {{ id: wide_b, key_env: WIDE_B_KEY, rpm: 1200 }}
   - {{ id: wide_c, key_env: WIDE_C_KEY, rpm: 1200 }}
+  - {{ id: rich, key_env: RICH_KEY, budget: {{ usd: 1000, per: day }} }}
 state: {{ backend: redis, redis_url: "{redis_url}", key_prefix: "fleet:" }}
 {extra}"#
     )
@@ -69,6 +70,7 @@ const ENVS: &[(&str, &str)] = &[
     ("WIDE_A_KEY", "wide-a-secret"),
     ("WIDE_B_KEY", "wide-b-secret"),
     ("WIDE_C_KEY", "wide-c-secret"),
+    ("RICH_KEY", "rich-secret"),
 ];
 
 async fn three(redis: &Redis) -> Vec<Instance> {
@@ -1198,6 +1200,15 @@ async fn a_request_waits_on_a_distant_redis_once_whatever_else_is_in_flight() {
 /// `n` requests of client `key` spread over `gws`, `per` at a time on each:
 /// a steady load (each worker sends its next once answered), not one burst.
 async fn paced(gws: &[Instance], n: usize, per: usize, key: &str) -> Vec<u16> {
+    paced_costs(gws, n, per, key)
+        .await
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect()
+}
+
+/// [`paced`], with each answer's `x-switchyard-cost-usd`.
+async fn paced_costs(gws: &[Instance], n: usize, per: usize, key: &str) -> Vec<(u16, f64)> {
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let http = reqwest::Client::new();
     let workers = gws.iter().flat_map(|g| {
@@ -1216,7 +1227,12 @@ async fn paced(gws: &[Instance], n: usize, per: usize, key: &str) -> Vec<u16> {
                             .send()
                             .await
                             .expect("an answer");
-                        statuses.push(r.status().as_u16());
+                        let cost = if r.status() == 200 {
+                            common::header_f64(&r, "x-switchyard-cost-usd")
+                        } else {
+                            0.0
+                        };
+                        statuses.push((r.status().as_u16(), cost));
                     }
                     statuses
                 }
@@ -1386,4 +1402,52 @@ async fn an_instance_that_dies_holding_a_slice_keeps_it_from_the_others_no_longe
     let more = paced(&gws[1..], 100, 4, "wide-c-secret").await;
     let more = more.iter().filter(|s| **s == 200).count();
     assert_eq!(300 + ok + more, 1_200, "300 + {ok} + {more} at rpm 1200");
+}
+
+/// A budget is leased like a rate window: a busy client's holds come out
+/// of its instances' slices of the fleet's counter, and once they settle
+/// the counter holds exactly what the answers cost, holds and slices gone.
+#[tokio::test]
+async fn a_busy_budget_is_held_in_leased_slices_and_every_cent_reaches_the_fleets_counter() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let gws = three(&redis).await;
+    let mut c = redis_conn(&redis).await;
+    let answers = paced_costs(&gws, 900, 8, "rich-secret").await;
+    assert!(answers.iter().all(|(s, _)| *s == 200));
+    let spent: f64 = answers.iter().map(|(_, usd)| usd).sum();
+    assert!(spent > 1.0, "${spent}");
+    let mut from_slices = 0;
+    for g in &gws {
+        from_slices += g.admin_json("/admin/state").await["leases"]["admitted_from_slices"]
+            .as_u64()
+            .unwrap();
+    }
+    assert!(from_slices >= 450, "{from_slices} of 900 held in slices");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fleet:budget:rich:*")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let counter = keys
+        .iter()
+        .find(|k| !k.ends_with(":l"))
+        .expect("the fleet's counter")
+        .clone();
+    // Micro-dollars: each answer's cost is rounded once.
+    common::eventually(
+        || {
+            let (mut c, counter) = (c.clone(), counter.clone());
+            async move {
+                let used: i64 = redis::cmd("GET")
+                    .arg(&counter)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                (used as f64 / 1e6 - spent).abs() <= 900.0 * 1e-6
+            }
+        },
+        "the counter holds what the answers cost",
+    )
+    .await;
 }

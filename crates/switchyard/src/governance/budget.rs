@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 
 use crate::config::{Budget, BudgetPeriod, Deployment};
-use crate::state::fleet::Fleet;
 use crate::state::redis::Adjust;
+use crate::state::shared::Shared;
 
 /// Every client's account, kept across reloads.
 #[derive(Default)]
@@ -184,7 +184,7 @@ pub struct Hold {
 /// A hold on the fleet's budget counter: one integer of micro-USD per
 /// client and calendar window in Redis, charged by the admission script.
 struct SharedHold {
-    fleet: Arc<Fleet>,
+    shared: Arc<dyn Shared>,
     key: Arc<str>,
     /// The counter after this request's charge (micro-USD).
     used: u64,
@@ -235,7 +235,7 @@ impl Hold {
         if let Some(sh) = self.shared.take() {
             self.account.fleet_release(held);
             let delta = micros(cost) as i64 - micros(held) as i64;
-            sh.fleet.adjust(Adjust {
+            sh.shared.adjust(Adjust {
                 key: sh.key,
                 field: None,
                 delta,
@@ -263,23 +263,26 @@ impl Hold {
         micros(usd).saturating_sub(micros(self.held))
     }
 
-    /// The fleet's counter this hold is charged on.
-    pub fn shared_window(&self, fleet: &Fleet) -> SharedWindow {
+    /// The fleet's counter this hold is charged on (`None`: nothing is
+    /// shared).
+    pub fn shared_window(&self, shared: &dyn Shared) -> Option<SharedWindow> {
         let now = now_ms();
         let (start, end) = window(self.budget.per, now);
         let spent = self.account.snapshot(self.budget.per, now).spent_usd;
-        SharedWindow {
-            key: shared_counter(fleet, &self.client, start),
+        Some(SharedWindow {
+            key: shared
+                .counter(&counter_name(&self.client, start))?
+                .to_string(),
             limit: micros(self.budget.usd),
             // A little past the window's end: the counter must outlive
             // requests still settling into it.
             ttl_ms: (end - now).max(0) as u64 + 3_600_000,
             seed: micros(spent),
-        }
+        })
     }
 
     /// The fleet charged `usd` in all on `key`; the counter is at `used`.
-    pub fn shared_charged(&mut self, fleet: &Arc<Fleet>, key: Arc<str>, usd: f64, used: u64) {
+    pub fn shared_charged(&mut self, shared: &Arc<dyn Shared>, key: Arc<str>, usd: f64, used: u64) {
         if self.shared.is_some() {
             self.account.fleet_release(self.held);
         }
@@ -288,7 +291,7 @@ impl Hold {
             .fetch_add(micros(usd) as i64, Ordering::Relaxed);
         self.held = usd;
         self.shared = Some(SharedHold {
-            fleet: fleet.clone(),
+            shared: shared.clone(),
             key,
             used,
         });
@@ -316,7 +319,7 @@ impl Drop for Hold {
     fn drop(&mut self) {
         if let Some(sh) = self.shared.take() {
             self.account.fleet_release(self.held);
-            sh.fleet.adjust(Adjust {
+            sh.shared.adjust(Adjust {
                 key: sh.key,
                 field: None,
                 delta: -(micros(self.held) as i64),
@@ -329,14 +332,9 @@ impl Drop for Hold {
     }
 }
 
-/// The fleet's budget counter of `client`'s window starting at `start_ms`
-/// (micro-USD: spend and the holds of requests in flight, as one sum).
-pub fn shared_counter(fleet: &Fleet, client: &str, start_ms: i64) -> String {
-    fleet.key(&counter_name(client, start_ms))
-}
-
 /// The name of `client`'s budget counter for the window starting at
-/// `start_ms`, before the fleet's prefix.
+/// `start_ms`, before the fleet's prefix ([`Shared::counter`]; micro-USD:
+/// spend and the holds of requests in flight, as one sum).
 pub fn counter_name(client: &str, start_ms: i64) -> String {
     format!("budget:{client}:{start_ms}")
 }

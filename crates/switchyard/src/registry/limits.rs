@@ -18,8 +18,8 @@ use tokio::time::Instant;
 
 use crate::config::Limits;
 use crate::error::{ErrorCode, GatewayError, Source};
-use crate::state::fleet::Fleet;
 use crate::state::redis::Adjust;
+use crate::state::shared::Shared;
 use crate::state::store::{Record, StateStore};
 use crate::upstream::retry_after::go_duration;
 
@@ -101,7 +101,7 @@ enum Charge {
         key: Arc<str>,
     },
     Shared {
-        fleet: Arc<Fleet>,
+        shared: Arc<dyn Shared>,
         rpm: (Arc<str>, Option<u64>),
         tpm: (Arc<str>, Option<u64>),
     },
@@ -111,14 +111,14 @@ impl Reservation {
     /// A request the fleet counted in the shared windows `rpm` and `tpm`
     /// (full Redis keys, with the buckets it was charged in).
     pub fn shared(
-        fleet: Arc<Fleet>,
+        shared: Arc<dyn Shared>,
         rpm: (Arc<str>, Option<u64>),
         tpm: (Arc<str>, Option<u64>),
         estimate: u64,
         used: (u64, u64),
     ) -> Reservation {
         Reservation {
-            charge: Charge::Shared { fleet, rpm, tpm },
+            charge: Charge::Shared { shared, rpm, tpm },
             estimate,
             requests_used: used.0,
             tokens_used: used.1,
@@ -155,9 +155,9 @@ impl Reservation {
                 let key = if requests { rpm_key } else { key };
                 store.add(key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
             }
-            Charge::Shared { fleet, rpm, tpm } => {
+            Charge::Shared { shared, rpm, tpm } => {
                 let (key, field) = if requests { rpm } else { tpm };
-                fleet.adjust(Adjust {
+                shared.adjust(Adjust {
                     key: key.clone(),
                     field: *field,
                     delta,
@@ -316,15 +316,32 @@ impl DeploymentLimits {
     }
 
     /// Waits out a short upstream block (up to `queue_timeout`); a longer
-    /// one refuses.
-    pub async fn wait_out_block(&self) -> Result<(), LimitRejection> {
+    /// one refuses. `true`: it waited.
+    pub async fn wait_out_block(&self) -> Result<bool, LimitRejection> {
         if let Some(wait) = self.blocked_for(Instant::now()) {
             if wait > self.cfg.load().queue_timeout {
                 return Err(self.reject("upstream_quota", wait));
             }
             tokio::time::sleep(wait).await;
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// rpm and tpm after [`Self::wait_out_block`]: the upstream's block is
+    /// looked at again only when it waited (a new one may have been set
+    /// meanwhile).
+    pub fn check_rate_after(
+        &self,
+        waited: bool,
+        now: Instant,
+        estimate: u64,
+    ) -> Result<Reservation, LimitRejection> {
+        if waited {
+            return self.check_rate(now, estimate);
+        }
+        let cfg = self.cfg.load();
+        self.rate.check(now, cfg.rpm, cfg.tpm, estimate)
     }
 
     /// rpm, tpm and the upstream's quota, in one step; no waiting.

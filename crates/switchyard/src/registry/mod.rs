@@ -14,7 +14,7 @@ pub mod limits;
 pub mod retry_budget;
 
 use crate::state::cache::ResponseCache;
-use crate::state::fleet::{Fleet, SharedCircuit};
+use crate::state::fleet::SharedCircuit;
 use crate::state::shared::{Alone, Shared};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -88,9 +88,9 @@ impl DeploymentState {
         }
     }
 
-    /// The fleet this deployment's limits and circuit are shared with.
-    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
-        self.shared.fleet()
+    /// What this deployment's limits and circuit are shared with.
+    pub fn shared(&self) -> &Arc<dyn Shared> {
+        &self.shared
     }
 
     /// Tell the fleet about a transition made here.

@@ -176,9 +176,7 @@ pub async fn execute_op(
         }
         if op.is_local(&cand.dep) {
             let dep = &cand.dep;
-            if let Some(f) = dep.state.fleet() {
-                shared::admit_client(f, ctx).await?;
-            }
+            shared::admit_client(dep.state.shared(), ctx).await?;
             let started = Instant::now();
             let answer = match op.local(dep).await {
                 Ok(a) => a,
@@ -269,7 +267,7 @@ fn hold_budget(
     };
     // In a fleet the attempt's admission charges it on the shared counter
     // (one round trip with the rate windows).
-    if dep.state.fleet().is_some_and(|f| f.is_up()) {
+    if dep.state.shared().is_up() {
         ctx.shared.budget = (hold.shared_more(worst) > 0).then_some(worst);
         return Ok(());
     }
@@ -420,10 +418,7 @@ pub(crate) async fn admit_attempt(
     let st = &dep.state;
     // The tokens as this upstream bills them (its way of rendering tools).
     let estimate = estimate.saturating_add_signed(ctx.input.extra(crate::route::renders(dep)));
-    let admitted = match st.fleet() {
-        Some(f) => admit_shared(f, dep, estimate, ctx).await,
-        None => st.limits.admit(estimate).await.map_err(Refusal::Limit),
-    };
+    let admitted = admit_limits(st.shared(), dep, estimate, ctx).await;
     match admitted {
         Ok((reservation, permit)) => Ok(Slot {
             reservation,
@@ -466,27 +461,30 @@ enum Refusal {
     Other(GatewayError),
 }
 
-/// [`admit_attempt`] in a fleet: the upstream's block and the concurrency
-/// slot stay this instance's; rpm/tpm and the budget are the fleet's (one
-/// round trip), or this instance's share of them while Redis is away.
-async fn admit_shared(
-    fleet: &Arc<crate::state::fleet::Fleet>,
+/// [`admit_attempt`]'s limits: the upstream's block and the concurrency
+/// slot are this instance's; rpm/tpm and the budget are the fleet's when
+/// they are shared (leased, or one round trip), this instance's share of
+/// them while Redis is away, and this instance's own otherwise.
+async fn admit_limits(
+    shared: &Arc<dyn crate::state::shared::Shared>,
     dep: &DeploymentRt,
     estimate: u64,
     ctx: &mut RequestCtx,
 ) -> Result<(limits::Reservation, limits::Permit), Refusal> {
     let lim = &dep.state.limits;
-    lim.wait_out_block().await.map_err(Refusal::Limit)?;
-    let reservation = match shared::admit(fleet, dep, estimate, ctx).await {
+    let waited = lim.wait_out_block().await.map_err(Refusal::Limit)?;
+    let reservation = match shared::admit(shared, dep, estimate, ctx).await {
         shared::Verdict::Admitted(Some(r)) => r,
         shared::Verdict::Admitted(None) | shared::Verdict::Local => lim
-            .check_rate(Instant::now(), estimate)
+            .check_rate_after(waited, Instant::now(), estimate)
             .map_err(Refusal::Limit)?,
         shared::Verdict::Unavailable { reject: true } => {
             ctx.client_rejected = true;
             return Err(Refusal::Other(shared::unavailable()));
         }
-        shared::Verdict::Unavailable { reject: false } => local_share(fleet, dep, estimate, ctx)?,
+        shared::Verdict::Unavailable { reject: false } => {
+            local_share(&**shared, dep, estimate, ctx)?
+        }
         shared::Verdict::Refused(e) => return Err(Refusal::Other(e)),
     };
     match lim.acquire().await {
@@ -502,7 +500,7 @@ async fn admit_shared(
 /// deployment's limits on this instance's counters, each divided by the
 /// instances last seen; the budget on this instance's own account.
 fn local_share(
-    fleet: &crate::state::fleet::Fleet,
+    shared: &dyn crate::state::shared::Shared,
     dep: &DeploymentRt,
     estimate: u64,
     ctx: &mut RequestCtx,
@@ -510,8 +508,8 @@ fn local_share(
     let now = Instant::now();
     if let Some(c) = ctx.shared.client.take() {
         if let Some(limits) = ctx.shared.local.clone() {
-            let rpm = c.rpm.map(|r| fleet.local_share(u64::from(r)) as u32);
-            let tpm = c.tpm.map(|t| fleet.local_share(t));
+            let rpm = c.rpm.map(|r| shared.local_share(u64::from(r)) as u32);
+            let tpm = c.tpm.map(|t| shared.local_share(t));
             match limits.counter.check(now, rpm, tpm, estimate) {
                 Ok(reservation) => {
                     ctx.shared.granted = Some(shared::ClientGranted {
@@ -541,8 +539,8 @@ fn local_share(
         }
     }
     let cfg = dep.state.limits.config();
-    let rpm = cfg.rpm.map(|r| fleet.local_share(u64::from(r)) as u32);
-    let tpm = cfg.tpm.map(|t| fleet.local_share(t));
+    let rpm = cfg.rpm.map(|r| shared.local_share(u64::from(r)) as u32);
+    let tpm = cfg.tpm.map(|t| shared.local_share(t));
     dep.state
         .limits
         .check_rate_with(now, estimate, rpm, tpm)

@@ -18,8 +18,9 @@ use crate::adapters::deployment::DeploymentRt;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::registry::limits::{window_retry, LimitRejection, Reservation, Scope, RATE_WINDOW};
 use crate::reliability::ctx::RequestCtx;
-use crate::state::fleet::{now_ms, Fleet};
+use crate::state::fleet::now_ms;
 use crate::state::redis::{Admission, Span, Window};
+use crate::state::shared::Shared;
 
 /// What a request still has to charge on the fleet, and what it got.
 #[derive(Default)]
@@ -97,19 +98,19 @@ enum Part {
 
 /// Charge one attempt on `dep` (`estimate` tokens) on the fleet.
 pub async fn admit(
-    fleet: &Arc<Fleet>,
+    shared: &Arc<dyn Shared>,
     dep: &DeploymentRt,
     estimate: u64,
     ctx: &mut RequestCtx,
 ) -> Verdict {
-    let lim = dep.state.limits.config();
     let Some((dep_rpm, dep_tpm)) = dep.state.shared_windows.clone() else {
         return Verdict::Local;
     };
+    let lim = dep.state.limits.config();
     let budget = match (ctx.shared.budget, ctx.budget.as_ref()) {
-        (Some(usd), Some(h)) if h.shared_more(usd) > 0 => {
-            Some((usd, h.shared_more(usd), h.shared_window(fleet)))
-        }
+        (Some(usd), Some(h)) if h.shared_more(usd) > 0 => h
+            .shared_window(&**shared)
+            .map(|w| (usd, h.shared_more(usd), w)),
         _ => None,
     };
     let mut parts = Vec::with_capacity(5);
@@ -159,7 +160,7 @@ pub async fn admit(
     let now = now_ms();
     let field = |w: &Window<'_>| w.field(now);
     let fields: Vec<Option<u64>> = windows.iter().map(field).collect();
-    let answer = fleet.admit(&windows, issued.as_deref(), now).await;
+    let answer = shared.admit(&windows, issued.as_deref(), now).await;
     drop(windows);
     let used = match answer {
         Err(u) => return Verdict::Unavailable { reject: u.reject },
@@ -172,7 +173,7 @@ pub async fn admit(
     let field_of = |p: Part| at(p).and_then(|i| fields[i]);
     if let Some(c) = ctx.shared.client.take() {
         let reservation = Reservation::shared(
-            fleet.clone(),
+            shared.clone(),
             (c.rpm_key.clone(), field_of(Part::ClientRpm)),
             (c.tpm_key.clone(), field_of(Part::ClientTpm)),
             if c.tpm.is_some() { estimate } else { 0 },
@@ -186,13 +187,13 @@ pub async fn admit(
     }
     if let (Some((usd, _, w)), Some(h)) = (budget, ctx.budget.as_mut()) {
         let key = h.shared_key().cloned().unwrap_or_else(|| w.key.into());
-        h.shared_charged(fleet, key, usd, used_of(Part::Budget));
+        h.shared_charged(shared, key, usd, used_of(Part::Budget));
         ctx.shared.budget = None;
     }
     let dep_shared = lim.rpm.is_some() || lim.tpm.is_some();
     Verdict::Admitted(dep_shared.then(|| {
         Reservation::shared(
-            fleet.clone(),
+            shared.clone(),
             (dep_rpm, field_of(Part::DepRpm)),
             (dep_tpm, field_of(Part::DepTpm)),
             if lim.tpm.is_some() { estimate } else { 0 },
@@ -269,7 +270,10 @@ fn refused(part: Part, dep: &DeploymentRt, ctx: &mut RequestCtx) -> Verdict {
 /// upstream, so only the client's windows (and a revoked key) are the
 /// fleet's to decide — as one gateway counts the request against the
 /// client's rpm.
-pub async fn admit_client(fleet: &Arc<Fleet>, ctx: &mut RequestCtx) -> Result<(), GatewayError> {
+pub async fn admit_client(
+    shared: &Arc<dyn Shared>,
+    ctx: &mut RequestCtx,
+) -> Result<(), GatewayError> {
     let Some(c) = ctx.shared.client.take() else {
         return Ok(());
     };
@@ -284,10 +288,10 @@ pub async fn admit_client(fleet: &Arc<Fleet>, ctx: &mut RequestCtx) -> Result<()
     let issued = issued_key(ctx);
     let now = now_ms();
     let field = windows.first().and_then(|w| w.field(now));
-    match fleet.admit(&windows, issued.as_deref(), now).await {
+    match shared.admit(&windows, issued.as_deref(), now).await {
         Ok(Admission::Admitted(used)) => {
             let reservation = Reservation::shared(
-                fleet.clone(),
+                shared.clone(),
                 (c.rpm_key.clone(), field),
                 (c.tpm_key.clone(), None),
                 0,
@@ -311,7 +315,7 @@ pub async fn admit_client(fleet: &Arc<Fleet>, ctx: &mut RequestCtx) -> Result<()
             let Some(limits) = ctx.shared.local.clone() else {
                 return Ok(());
             };
-            let rpm = c.rpm.map(|r| fleet.local_share(u64::from(r)) as u32);
+            let rpm = c.rpm.map(|r| shared.local_share(u64::from(r)) as u32);
             match limits
                 .counter
                 .check(tokio::time::Instant::now(), rpm, None, 0)

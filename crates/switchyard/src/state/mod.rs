@@ -1,9 +1,12 @@
 //! STATE: storage. The state store behind circuits, limits and health
-//! (`store`: in memory, or shared through Redis), the response cache,
-//! stored Responses-API answers, and the fleet's shared state in Redis
-//! (`fleet`, `redis`: admission, circuit events, keys; `lease`: the
-//! slices of shared windows an instance admits from on its own). What the numbers
-//! mean is the layers above (`registry`, `governance`).
+//! (`store`, `memory`), the response cache (`cache`, `redis_cache`), stored
+//! Responses-API answers (`responses`, `redis_responses`), and what an
+//! instance shares with the rest of its fleet behind one interface
+//! (`shared::Shared`: `Alone`, or `OnRedis` over `fleet` and `redis` —
+//! admission on shared counts, circuit events, sessions, keys; `lease`: the
+//! slices of shared windows an instance admits from on its own), chosen at
+//! start-up from `state.backend`. What the numbers mean is the layers above
+//! (`governance`, `registry`, `reliability`).
 
 pub mod cache;
 pub mod fleet;

@@ -6,9 +6,10 @@
 //! health, virtual keys, the fleet's budget counters, the response cache and
 //! stored responses, and what `/admin/state` and `/metrics` say of it.
 //!
-//! Admission on the shared counts is reached through [`Shared::fleet`]: a
-//! request that charges nothing shared (`None`) is decided on this
-//! instance's own counters.
+//! Admission too: a request's shared windows are charged through
+//! [`Shared::admit`]; alone there are none ([`Shared::counter`] names no
+//! shared counter), so every request is decided on the instance's own
+//! counters.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +19,8 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{MemoryCache, ResponseCache};
-use super::fleet::{Fleet, FleetSink, Report, SharedCircuit, SharedKey};
+use super::fleet::{Fleet, FleetSink, Report, SharedCircuit, SharedKey, Unavailable};
+use super::redis::{Adjust, Admission, Window};
 use super::responses::ResponseStore;
 
 /// The fleet's virtual keys, as [`Shared::all_keys`] finds them.
@@ -39,8 +41,25 @@ pub type BudgetCounters = (Vec<Option<i64>>, HashMap<String, f64>);
 pub type Reporter = Arc<dyn Fn() -> Report + Send + Sync>;
 
 pub trait Shared: Send + Sync {
-    /// The fleet member to admit on, when counters are shared.
-    fn fleet(&self) -> Option<&Arc<Fleet>>;
+    /// The shared counts answer (`false` alone, or while Redis is away).
+    fn is_up(&self) -> bool;
+
+    /// Charge `windows` (named by [`Shared::counter`]) on the shared
+    /// counts: all or none (see [`Fleet::admit`]). `key_id`: a virtual key
+    /// issued at run time, refused if revoked.
+    fn admit<'a>(
+        &'a self,
+        windows: &'a [Window<'a>],
+        key_id: Option<&'a str>,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<Admission, Unavailable>>;
+
+    /// A correction to a shared window, after the answer.
+    fn adjust(&self, a: Adjust);
+
+    /// This instance's share of a shared limit while the shared counts
+    /// cannot be reached (the whole limit alone).
+    fn local_share(&self, limit: u64) -> u64;
 
     /// The fleet's name for a shared counter (`None`: counted here only).
     fn counter(&self, name: &str) -> Option<Arc<str>>;
@@ -107,8 +126,24 @@ pub trait Shared: Send + Sync {
 pub struct Alone;
 
 impl Shared for Alone {
-    fn fleet(&self) -> Option<&Arc<Fleet>> {
-        None
+    fn is_up(&self) -> bool {
+        false
+    }
+
+    /// Never asked: alone, no window is shared.
+    fn admit<'a>(
+        &'a self,
+        windows: &'a [Window<'a>],
+        _: Option<&'a str>,
+        _: u64,
+    ) -> BoxFuture<'a, Result<Admission, Unavailable>> {
+        Box::pin(async move { Ok(Admission::Admitted(vec![0; windows.len()])) })
+    }
+
+    fn adjust(&self, _: Adjust) {}
+
+    fn local_share(&self, limit: u64) -> u64 {
+        limit
     }
 
     fn counter(&self, _: &str) -> Option<Arc<str>> {
@@ -187,8 +222,25 @@ impl Shared for Alone {
 pub struct OnRedis(pub Arc<Fleet>);
 
 impl Shared for OnRedis {
-    fn fleet(&self) -> Option<&Arc<Fleet>> {
-        Some(&self.0)
+    fn is_up(&self) -> bool {
+        self.0.is_up()
+    }
+
+    fn admit<'a>(
+        &'a self,
+        windows: &'a [Window<'a>],
+        key_id: Option<&'a str>,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<Admission, Unavailable>> {
+        Box::pin(self.0.admit(windows, key_id, now_ms))
+    }
+
+    fn adjust(&self, a: Adjust) {
+        self.0.adjust(a);
+    }
+
+    fn local_share(&self, limit: u64) -> u64 {
+        self.0.local_share(limit)
     }
 
     fn counter(&self, name: &str) -> Option<Arc<str>> {
@@ -307,10 +359,30 @@ impl Shared for OnRedis {
     }
 }
 
-/// The sharing `state` asks for: `None` is an instance on its own.
-pub fn of(fleet: Option<Arc<Fleet>>) -> Arc<dyn Shared> {
-    match fleet {
+/// The sharing `state` asks for, chosen at start-up: on Redis with
+/// `backend: redis`, else alone.
+pub fn of(state: &crate::config::State) -> Arc<dyn Shared> {
+    match fleet_of(state) {
         Some(f) => Arc::new(OnRedis(f)),
         None => Arc::new(Alone),
     }
+}
+
+/// The fleet this instance joins, with `state.backend: redis`.
+fn fleet_of(s: &crate::config::State) -> Option<Arc<Fleet>> {
+    if s.backend != crate::config::StateBackend::Redis {
+        return None;
+    }
+    use crate::state::redis::Endpoint;
+    let at = match (&s.redis_url, &s.cluster_urls) {
+        (_, Some(urls)) => Endpoint::Cluster(urls.clone()),
+        (Some(url), None) => Endpoint::One(url.clone()),
+        (None, None) => return None,
+    };
+    // The Redis client's TLS (`rediss://`) takes rustls's process-wide
+    // provider: the same ring one the upstream client uses. (Already set:
+    // fine.)
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let reject = s.on_unavailable == crate::config::OnUnavailable::Reject;
+    Some(Fleet::new(at, &s.key_prefix, reject))
 }
