@@ -1250,6 +1250,27 @@ async fn redis_conn(redis: &Redis) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// Waits until the shared sliding window `key` counts `n` (what the
+/// instances admitted from their slices is committed within a moment).
+async fn window_counts(c: &redis::aio::MultiplexedConnection, key: &str, n: u64) {
+    common::eventually(
+        || {
+            let mut c = c.clone();
+            async move {
+                let t: Option<u64> = redis::cmd("HGET")
+                    .arg(key)
+                    .arg("t")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                t == Some(n)
+            }
+        },
+        &format!("{key} counts {n}"),
+    )
+    .await;
+}
+
 /// Scripts Redis has run so far (admissions and lease renewals).
 async fn scripts_run(c: &mut redis::aio::MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
@@ -1298,23 +1319,7 @@ async fn a_busy_fleet_admits_from_leased_slices_not_one_script_per_request() {
         "{scripts} scripts for 1500 requests (more than 0.1 a request)"
     );
     // Every admission is in the shared count once its holder committed it.
-    let key = "fleet:client:steady:rpm";
-    common::eventually(
-        || {
-            let mut c = c.clone();
-            async move {
-                let t: Option<u64> = redis::cmd("HGET")
-                    .arg(key)
-                    .arg("t")
-                    .query_async(&mut c)
-                    .await
-                    .unwrap();
-                t == Some(1_500)
-            }
-        },
-        "1500 admissions counted in the shared window",
-    )
-    .await;
+    window_counts(&c, "fleet:client:steady:rpm", 1_500).await;
 }
 
 /// The contract's 5% holds while the instances lease: a client of 1200 rpm
@@ -1356,22 +1361,7 @@ async fn an_instance_that_dies_holding_a_slice_keeps_it_from_the_others_no_longe
     assert_eq!(held.len(), 1, "gw0 holds a slice: {held:?}");
     let (dead, entry) = held.into_iter().next().unwrap();
     // What it admitted is committed within a moment of admitting it.
-    common::eventually(
-        || {
-            let mut c = c.clone();
-            async move {
-                let t: Option<u64> = redis::cmd("HGET")
-                    .arg(window)
-                    .arg("t")
-                    .query_async(&mut c)
-                    .await
-                    .unwrap();
-                t == Some(300)
-            }
-        },
-        "gw0's 300 admissions committed",
-    )
-    .await;
+    window_counts(&c, window, 300).await;
     gws[0].kill();
     let killed = Instant::now();
     let units: u64 = entry.split('|').next().unwrap().parse().unwrap();
