@@ -1,9 +1,8 @@
-//! The upstream body for a (client dialect, upstream protocol) pair. Same
+//! The upstream body for a (client dialect, upstream provider) pair, made by
+//! the provider's module ([`super::provider::Provider::encode`]). Same
 //! dialect: the client's bytes with `model` (and little else) spliced in.
-//! Otherwise: through the IR into the upstream's dialect.
-
-use switchyard_protocol::openai::{self as oa, UpstreamEdits};
-use switchyard_protocol::passthrough::{self, Splice};
+//! Otherwise: through the IR into the upstream's dialect. A Responses
+//! request to a deployment with its own Responses API goes as it came.
 
 use super::{Adapter, Inbound};
 use crate::adapters::deployment::DeploymentRt;
@@ -26,7 +25,7 @@ pub struct Outbound {
 }
 
 impl Outbound {
-    fn plain(body: Vec<u8>) -> Self {
+    pub fn plain(body: Vec<u8>) -> Self {
         Outbound {
             body,
             ..Outbound::default()
@@ -38,7 +37,7 @@ impl Outbound {
 /// came: an `openai`/`azure` deployment with the `responses` capability,
 /// unless the request continues a conversation only this gateway has.
 pub fn responses_pass(dep: &DeploymentRt, r: &ResponsesIn<'_>) -> bool {
-    matches!(dep.provider.adapter, Adapter::OpenAi | Adapter::Azure)
+    dep.provider.adapter.provider().has_responses_api()
         && dep.cfg.capabilities.contains(Capability::Responses)
         && !r.expanded
 }
@@ -47,41 +46,37 @@ pub fn responses_pass(dep: &DeploymentRt, r: &ResponsesIn<'_>) -> bool {
 /// (Anthropic's server tool; Gemini's Google Search, which it will not
 /// combine with function declarations).
 pub fn runs_web_search(dep: &DeploymentRt, ir: &switchyard_protocol::ir::ChatRequest) -> bool {
-    match dep.provider.adapter {
-        Adapter::Anthropic => true,
-        Adapter::Gemini => ir.tools.is_empty(),
-        Adapter::OpenAi | Adapter::Azure => false,
-    }
+    dep.provider.adapter.provider().runs_web_search(ir)
 }
 
-/// `n` > 1 where the upstream cannot give several choices: Anthropic never,
-/// Gemini (`candidateCount`) not as a stream the gateway could translate.
+/// `n` > 1 where the upstream cannot give several choices (its module
+/// says why).
 fn choices_refusal(adapter: Adapter, inbound: &Inbound<'_>) -> Option<GatewayError> {
     let n = inbound.n();
-    let why = match adapter {
-        _ if n <= 1 => return None,
-        Adapter::OpenAi | Adapter::Azure => return None,
-        Adapter::Anthropic => "Anthropic deployments answer one choice",
-        Adapter::Gemini if inbound.stream() => "Gemini deployments stream one choice",
-        Adapter::Gemini => return None,
-    };
+    if n <= 1 {
+        return None;
+    }
+    let why = adapter.provider().refuses_choices(inbound.stream())?;
     Some(GatewayError::invalid(
         Some("n".into()),
         format!("n = {n} cannot be served: {why}"),
     ))
 }
 
+/// The provider's own `options`, when it has any (merged into every body).
+pub fn options(dep: &DeploymentRt) -> Option<&serde_json::Map<String, serde_json::Value>> {
+    let o = &dep.provider.cfg.options;
+    (!o.is_empty()).then_some(o)
+}
+
 pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
     let p = &dep.provider;
-    let options = (!p.cfg.options.is_empty()).then_some(&p.cfg.options);
-    // Azure names the deployment in the URL, not the body.
-    let model = (p.adapter != Adapter::Azure).then_some(dep.cfg.model.as_str());
     if let Inbound::Responses(r) = inbound {
         // The same dialect: the client's fields as they came, `model`
         // replaced (Azure's Responses API names the deployment there too).
         if responses_pass(dep, r) {
             return Ok(Outbound {
-                body: r.peek.write_upstream(Some(&dep.cfg.model), options),
+                body: r.peek.write_upstream(Some(&dep.cfg.model), options(dep)),
                 responses_api: true,
                 ..Outbound::default()
             });
@@ -93,33 +88,5 @@ pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, Gate
     if let Some(e) = choices_refusal(p.adapter, inbound) {
         return Err(e);
     }
-    match (p.adapter, inbound) {
-        (Adapter::OpenAi | Adapter::Azure, Inbound::OpenAi { view, .. }) => {
-            Ok(Outbound::plain(view.write_upstream(&UpstreamEdits {
-                model,
-                force_include_usage: true,
-                options,
-            })))
-        }
-        (Adapter::OpenAi | Adapter::Azure, _) => Ok(Outbound::plain(oa::encode_request(
-            inbound.ir(),
-            model,
-            &p.cfg.options,
-        ))),
-        (Adapter::Anthropic, Inbound::Anthropic { fields, ir }) => {
-            Ok(Outbound::plain(passthrough::write(
-                fields,
-                &Splice {
-                    model: Some(&dep.cfg.model),
-                    remove: &["provider_options"],
-                    client_options: (!ir.provider_options.is_empty())
-                        .then_some(&ir.provider_options),
-                    provider_options: options,
-                    ..Splice::default()
-                },
-            )))
-        }
-        (Adapter::Anthropic, _) => super::anthropic::encode(dep, inbound.ir()),
-        (Adapter::Gemini, _) => super::gemini::encode(dep, inbound.ir()),
-    }
+    p.adapter.provider().encode(dep, inbound)
 }

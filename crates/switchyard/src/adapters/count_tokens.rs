@@ -1,5 +1,6 @@
 //! One token-counting attempt (`POST /v1/messages/count_tokens`,
-//! MAPPING.md §15), answered `{"input_tokens": N}`:
+//! MAPPING.md §15), answered `{"input_tokens": N}`; each provider's module
+//! says whether it counts itself and builds the request:
 //! * Anthropic: the client's body forwarded with `model` replaced to
 //!   `/v1/messages/count_tokens` (with the client's `anthropic-beta`), the
 //!   answer passed back as it came;
@@ -12,9 +13,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchyard_protocol::ir::{ChatRequest, Usage};
-use switchyard_protocol::passthrough::{self, Splice};
 
-use super::{send, Adapter, Answer, CallInfo, Inbound, JsonAnswer};
+use super::{send, Answer, CallInfo, Inbound, JsonAnswer};
 use crate::adapters::deployment::DeploymentRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError};
@@ -32,7 +32,7 @@ pub fn local(dep: &DeploymentRt, ir: &ChatRequest) -> JsonAnswer {
     )
 }
 
-fn answer(n: u64, model: &str) -> JsonAnswer {
+pub fn answer(n: u64, model: &str) -> JsonAnswer {
     #[derive(Serialize)]
     struct Count {
         input_tokens: u64,
@@ -57,24 +57,12 @@ pub async fn count_tokens(
     let Some(url) = &dep.endpoint.count_tokens_url else {
         return Ok(Answer::Json(local(dep, inbound.ir())));
     };
-    let adapter = dep.provider.adapter;
-    let body = match (adapter, inbound) {
-        (Adapter::Anthropic, Inbound::Anthropic { fields, .. }) => passthrough::write(
-            fields,
-            &Splice {
-                model: Some(&dep.cfg.model),
-                remove: &["provider_options"],
-                ..Splice::default()
-            },
-        ),
-        (Adapter::Gemini, _) => gemini_request(dep, inbound.ir())?,
-        _ => return Ok(Answer::Json(local(dep, inbound.ir()))),
+    let provider = dep.provider.adapter.provider();
+    let Some(body) = provider.count_tokens_body(dep, inbound) else {
+        return Ok(Answer::Json(local(dep, inbound.ir())));
     };
-    let (bytes, ttfb) = send::post_json(dep, key, url, body, call).await?;
-    let mut a = match adapter {
-        Adapter::Gemini => answer(gemini_total(&bytes)?, &dep.cfg.model),
-        _ => anthropic_answer(&dep.cfg.model, bytes)?,
-    };
+    let (bytes, ttfb) = send::post_json(dep, key, url, body?, call).await?;
+    let mut a = provider.count_tokens_answer(dep, bytes)?;
     a.ttfb = ttfb;
     Ok(Answer::Json(a))
 }
@@ -93,7 +81,7 @@ pub fn gemini_request(dep: &DeploymentRt, ir: &ChatRequest) -> Result<Vec<u8>, G
     Ok(serde_json::to_vec(&outer).unwrap_or_default())
 }
 
-fn gemini_total(bytes: &[u8]) -> Result<u64, GatewayError> {
+pub fn gemini_total(bytes: &[u8]) -> Result<u64, GatewayError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Count {
@@ -105,7 +93,9 @@ fn gemini_total(bytes: &[u8]) -> Result<u64, GatewayError> {
 }
 
 /// Anthropic's answer passes through once it is known to hold a count.
-fn anthropic_answer(model: &str, bytes: bytes::Bytes) -> Result<JsonAnswer, GatewayError> {
+/// An upstream that answers `{"input_tokens": N}` itself: passed back as it
+/// came, the count read.
+pub fn passed_answer(model: &str, bytes: bytes::Bytes) -> Result<JsonAnswer, GatewayError> {
     #[derive(Deserialize)]
     struct Count {
         #[expect(dead_code, reason = "checked to be present, passed through")]

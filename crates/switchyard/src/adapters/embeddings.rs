@@ -1,4 +1,6 @@
-//! One embeddings attempt (`POST /v1/embeddings`, MAPPING.md §15).
+//! One embeddings attempt (`POST /v1/embeddings`, MAPPING.md §15); each
+//! provider's module builds its request and reads its answer with the
+//! helpers here.
 //!
 //! * OpenAI / Azure: the client's body forwarded with `model` replaced (Azure
 //!   names the deployment in the URL, so `model` is dropped), the answer
@@ -18,9 +20,8 @@
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use switchyard_protocol::ir::Usage;
-use switchyard_protocol::passthrough::{self, Splice};
 
-use super::{send, Adapter, Answer, CallInfo, JsonAnswer};
+use super::{send, Answer, CallInfo, JsonAnswer};
 use crate::adapters::deployment::DeploymentRt;
 use crate::config::ProviderKey;
 use crate::doors::embeddings::{EmbedInput, EmbeddingsRequest};
@@ -38,33 +39,21 @@ pub async fn embeddings(
             format!("{} has no embeddings API", dep.name),
         ));
     };
-    let adapter = dep.provider.adapter;
-    let body = match adapter {
-        Adapter::OpenAi | Adapter::Azure => passthrough::write(
-            &req.fields,
-            &Splice {
-                model: (adapter == Adapter::OpenAi).then_some(dep.cfg.model.as_str()),
-                ..Splice::default()
-            },
-        ),
-        Adapter::Gemini => gemini_request(&dep.cfg.model, req)?,
-        Adapter::Anthropic => {
-            return Err(GatewayError::invalid(
-                None,
-                "Anthropic has no embeddings API",
-            ))
-        }
+    let provider = dep.provider.adapter.provider();
+    let Some(body) = provider.embeddings_body(dep, req) else {
+        // Never a candidate (config validation refuses the capability).
+        return Err(GatewayError::invalid(
+            None,
+            format!("{} has no embeddings API", dep.name),
+        ));
     };
-    let (bytes, ttfb) = send::post_json(dep, key, url, body, call).await?;
-    let answer = match adapter {
-        Adapter::Gemini => gemini_answer(&dep.cfg.model, req, &bytes)?,
-        _ => openai_answer(&dep.cfg.model, bytes)?,
-    };
+    let (bytes, ttfb) = send::post_json(dep, key, url, body?, call).await?;
+    let answer = provider.embeddings_answer(dep, req, bytes)?;
     Ok(Answer::Json(JsonAnswer { ttfb, ..answer }))
 }
 
 /// An OpenAI answer passes through; only its usage and model are read.
-fn openai_answer(model: &str, bytes: bytes::Bytes) -> Result<JsonAnswer, GatewayError> {
+pub fn openai_answer(model: &str, bytes: bytes::Bytes) -> Result<JsonAnswer, GatewayError> {
     #[derive(Deserialize)]
     struct Peek {
         #[serde(default)]

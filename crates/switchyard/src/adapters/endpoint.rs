@@ -1,5 +1,6 @@
-//! Where each adapter sends a deployment's requests, and how it authenticates.
-//! Computed once per config load, never per request.
+//! Where each adapter sends a deployment's requests, and how it authenticates
+//! (each provider's module says: [`super::provider::Provider`]). Computed
+//! once per config load, never per request.
 
 use http::{HeaderName, HeaderValue, Uri};
 
@@ -24,66 +25,17 @@ pub struct Endpoint {
 }
 
 pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoint, String> {
-    let base = &p.base_url;
-    let (embeddings_url, count_tokens_url) = match adapter {
-        Adapter::OpenAi => (Some(format!("{base}/embeddings")), None),
-        Adapter::Azure => {
-            let version = p.api_version.as_deref().unwrap_or("2024-10-21");
-            let u = format!(
-                "{base}/openai/deployments/{}/embeddings?api-version={version}",
-                d.model
-            );
-            (Some(u), None)
-        }
-        Adapter::Anthropic => (None, Some(format!("{base}/v1/messages/count_tokens"))),
-        Adapter::Gemini => (
-            Some(format!(
-                "{base}/v1beta/models/{}:batchEmbedContents",
-                d.model
-            )),
-            Some(format!("{base}/v1beta/models/{}:countTokens", d.model)),
-        ),
-    };
-    let (url, stream_url) = match adapter {
-        Adapter::OpenAi => {
-            let u = format!("{base}/chat/completions");
-            (u.clone(), u)
-        }
-        Adapter::Azure => {
-            let version = p.api_version.as_deref().unwrap_or("2024-10-21");
-            let u = format!(
-                "{base}/openai/deployments/{}/chat/completions?api-version={version}",
-                d.model
-            );
-            (u.clone(), u)
-        }
-        Adapter::Anthropic => {
-            let u = format!("{base}/v1/messages");
-            (u.clone(), u)
-        }
-        Adapter::Gemini => (
-            format!("{base}/v1beta/models/{}:generateContent", d.model),
-            format!(
-                "{base}/v1beta/models/{}:streamGenerateContent?alt=sse",
-                d.model
-            ),
-        ),
-    };
-    let responses_url = match adapter {
-        Adapter::OpenAi => Some(format!("{base}/responses")),
-        Adapter::Azure => Some(format!("{base}/openai/v1/responses")),
-        Adapter::Anthropic | Adapter::Gemini => None,
-    };
+    let urls = adapter.provider().urls(p, d);
     let parse = |u: String| {
         u.parse::<Uri>()
             .map_err(|e| format!("models.{}: bad upstream URL {u}: {e}", d.id))
     };
     Ok(Endpoint {
-        url: parse(url)?,
-        stream_url: parse(stream_url)?,
-        responses_url: responses_url.map(parse).transpose()?,
-        embeddings_url: embeddings_url.map(parse).transpose()?,
-        count_tokens_url: count_tokens_url.map(parse).transpose()?,
+        url: parse(urls.chat)?,
+        stream_url: parse(urls.stream)?,
+        responses_url: urls.responses.map(parse).transpose()?,
+        embeddings_url: urls.embeddings.map(parse).transpose()?,
+        count_tokens_url: urls.count_tokens.map(parse).transpose()?,
     })
 }
 
@@ -92,13 +44,7 @@ pub fn auth_header(
     adapter: Adapter,
     key: &ProviderKey,
 ) -> Result<(HeaderName, HeaderValue), String> {
-    let secret = key.secret.expose();
-    let (name, value) = match adapter {
-        Adapter::OpenAi => (http::header::AUTHORIZATION, format!("Bearer {secret}")),
-        Adapter::Azure => (HeaderName::from_static("api-key"), secret.clone()),
-        Adapter::Anthropic => (HeaderName::from_static("x-api-key"), secret.clone()),
-        Adapter::Gemini => (HeaderName::from_static("x-goog-api-key"), secret.clone()),
-    };
+    let (name, value) = adapter.provider().auth(key.secret.expose());
     let mut value = HeaderValue::try_from(value)
         .map_err(|_| format!("provider key {} is not a valid header value", key.label))?;
     value.set_sensitive(true);
@@ -107,8 +53,5 @@ pub fn auth_header(
 
 /// Headers a protocol always needs.
 pub fn fixed_headers(adapter: Adapter) -> &'static [(&'static str, &'static str)] {
-    match adapter {
-        Adapter::Anthropic => &[("anthropic-version", "2023-06-01")],
-        _ => &[],
-    }
+    adapter.provider().fixed_headers()
 }

@@ -13,7 +13,7 @@ use http::header::ACCEPT;
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use tokio::time::Instant;
 
-use super::{anthropic, endpoint, gemini, openai, read_body, Adapter};
+use super::{endpoint, read_body};
 use crate::adapters::deployment::ProviderRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
@@ -41,18 +41,7 @@ pub enum Verdict {
 /// Where a provider lists its models. `None` only for a base URL that does
 /// not parse (the config check refuses those).
 pub fn models_url(p: &ProviderRt) -> Option<Uri> {
-    let base = &p.cfg.base_url;
-    let url = match p.adapter {
-        Adapter::OpenAi => format!("{base}/models"),
-        Adapter::Azure => {
-            let version = p.cfg.api_version.as_deref().unwrap_or("2024-10-21");
-            format!("{base}/openai/models?api-version={version}")
-        }
-        // One entry is answer enough.
-        Adapter::Anthropic => format!("{base}/v1/models?limit=1"),
-        Adapter::Gemini => format!("{base}/v1beta/models?pageSize=1"),
-    };
-    url.parse().ok()
+    p.adapter.provider().models_url(&p.cfg).parse().ok()
 }
 
 /// Ask the upstream whether it takes `key`.
@@ -80,14 +69,11 @@ pub async fn check(p: &ProviderRt, key: &ProviderKey) -> Verdict {
         Err(e) => return Verdict::Unknown(e.message),
     };
     let secrets = p.secret_refs();
-    let e = match p.adapter {
-        Adapter::OpenAi | Adapter::Azure => {
-            openai::errors::classify(status, &headers, &body, &secrets)
-        }
-        Adapter::Anthropic => anthropic::errors::classify(status, &headers, &body, &secrets),
-        Adapter::Gemini => gemini::errors::classify(status, &headers, &body, &secrets),
-    };
-    verdict(&e)
+    verdict(
+        &p.adapter
+            .provider()
+            .classify(status, &headers, &body, &secrets),
+    )
 }
 
 /// A refusal's word on the key.

@@ -20,6 +20,7 @@ pub mod errors;
 pub mod gemini;
 pub mod key_check;
 pub mod openai;
+pub mod provider;
 pub mod send;
 pub mod stream;
 pub mod translate;
@@ -58,14 +59,19 @@ pub enum Adapter {
 }
 
 impl Adapter {
+    /// Where providers are registered: each one's module.
+    pub fn provider(self) -> &'static dyn provider::Provider {
+        match self {
+            Adapter::OpenAi => &openai::OpenAi,
+            Adapter::Azure => &openai::Azure,
+            Adapter::Anthropic => &anthropic::Anthropic,
+            Adapter::Gemini => &gemini::Gemini,
+        }
+    }
+
     /// The OpenTelemetry GenAI `gen_ai.provider.name` of the protocol.
     pub fn gen_ai_name(self) -> &'static str {
-        match self {
-            Adapter::OpenAi => "openai",
-            Adapter::Azure => "azure.ai.openai",
-            Adapter::Anthropic => "anthropic",
-            Adapter::Gemini => "gcp.gemini",
-        }
+        self.provider().gen_ai_name()
     }
 
     pub fn for_protocol(p: Protocol) -> Adapter {
@@ -79,11 +85,7 @@ impl Adapter {
 
     /// The dialect on the wire (Azure is OpenAI's).
     pub fn dialect(self) -> Dialect {
-        match self {
-            Adapter::OpenAi | Adapter::Azure => Dialect::OpenAi,
-            Adapter::Anthropic => Dialect::Anthropic,
-            Adapter::Gemini => Dialect::Gemini,
-        }
+        self.provider().dialect()
     }
 
     /// The upstream speaks the client's own dialect: bytes pass through.

@@ -7,7 +7,7 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
 use tokio::time::Instant;
 
-use super::{anthropic, endpoint, gemini, openai, read_body, silent, Adapter, CallInfo};
+use super::{endpoint, read_body, silent, CallInfo};
 use crate::adapters::deployment::DeploymentRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
@@ -104,13 +104,10 @@ pub async fn send_to(
     let headers = resp.headers().clone();
     let body = read_body(resp.into_body(), MAX_ERROR_BODY, total_by, total_by).await?;
     let secrets = provider.secret_refs();
-    Err(match provider.adapter {
-        Adapter::OpenAi | Adapter::Azure => {
-            openai::errors::classify(status, &headers, &body, &secrets)
-        }
-        Adapter::Anthropic => anthropic::errors::classify(status, &headers, &body, &secrets),
-        Adapter::Gemini => gemini::errors::classify(status, &headers, &body, &secrets),
-    })
+    Err(provider
+        .adapter
+        .provider()
+        .classify(status, &headers, &body, &secrets))
 }
 
 fn build(
@@ -154,7 +151,11 @@ fn build(
     }
     // An Anthropic client's betas (mid-conversation system messages,
     // context management…) go to an Anthropic upstream with its body.
-    if let (Adapter::Anthropic, Some(beta)) = (adapter, &call.anthropic_beta) {
+    if let Some(beta) = call
+        .anthropic_beta
+        .as_ref()
+        .filter(|_| adapter.provider().takes_anthropic_beta())
+    {
         h.insert(crate::names::ANTHROPIC_BETA.clone(), beta.clone());
     }
     Ok(req)

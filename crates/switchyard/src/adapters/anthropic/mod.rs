@@ -3,6 +3,110 @@
 
 pub mod errors;
 
+/// Anthropic's Messages API: `x-api-key`, `anthropic-version`.
+pub struct Anthropic;
+
+impl super::provider::Provider for Anthropic {
+    fn gen_ai_name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn dialect(&self) -> super::Dialect {
+        super::Dialect::Anthropic
+    }
+
+    fn urls(
+        &self,
+        p: &crate::config::Provider,
+        _: &crate::config::Deployment,
+    ) -> super::provider::Urls {
+        let base = &p.base_url;
+        super::provider::Urls {
+            count_tokens: Some(format!("{base}/v1/messages/count_tokens")),
+            ..super::provider::Urls::same(format!("{base}/v1/messages"))
+        }
+    }
+
+    fn models_url(&self, p: &crate::config::Provider) -> String {
+        // One entry is answer enough.
+        format!("{}/v1/models?limit=1", p.base_url)
+    }
+
+    fn auth(&self, secret: &str) -> (http::HeaderName, String) {
+        (
+            http::HeaderName::from_static("x-api-key"),
+            secret.to_owned(),
+        )
+    }
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", "2023-06-01")]
+    }
+
+    fn takes_anthropic_beta(&self) -> bool {
+        true
+    }
+
+    fn encode(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &super::Inbound<'_>,
+    ) -> Result<Outbound, GatewayError> {
+        let super::Inbound::Anthropic { fields, ir } = inbound else {
+            return encode(dep, inbound.ir());
+        };
+        Ok(Outbound::plain(switchyard_protocol::passthrough::write(
+            fields,
+            &switchyard_protocol::passthrough::Splice {
+                model: Some(&dep.cfg.model),
+                remove: &["provider_options"],
+                client_options: (!ir.provider_options.is_empty()).then_some(&ir.provider_options),
+                provider_options: super::body::options(dep),
+                ..Default::default()
+            },
+        )))
+    }
+
+    /// Its server-side web search tool.
+    fn runs_web_search(&self, _: &ChatRequest) -> bool {
+        true
+    }
+
+    fn refuses_choices(&self, _: bool) -> Option<&'static str> {
+        Some("Anthropic deployments answer one choice")
+    }
+
+    /// `/v1/messages/count_tokens`: an Anthropic client's body as it came,
+    /// `model` replaced; other clients are counted locally.
+    fn count_tokens_body(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &super::Inbound<'_>,
+    ) -> Option<Result<Vec<u8>, GatewayError>> {
+        let super::Inbound::Anthropic { fields, .. } = inbound else {
+            return None;
+        };
+        Some(Ok(switchyard_protocol::passthrough::write(
+            fields,
+            &switchyard_protocol::passthrough::Splice {
+                model: Some(&dep.cfg.model),
+                remove: &["provider_options"],
+                ..Default::default()
+            },
+        )))
+    }
+
+    fn classify(
+        &self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        body: &[u8],
+        secrets: &[&str],
+    ) -> GatewayError {
+        errors::classify(status, headers, body, secrets)
+    }
+}
+
 use bytes::Bytes;
 use switchyard_protocol::anthropic::{self as an, Target};
 use switchyard_protocol::ir::{ChatRequest, ChatResponse};

@@ -3,6 +3,111 @@
 
 pub mod errors;
 
+/// Gemini's generateContent API: `x-goog-api-key`, the model in the path.
+pub struct Gemini;
+
+impl super::provider::Provider for Gemini {
+    fn gen_ai_name(&self) -> &'static str {
+        "gcp.gemini"
+    }
+
+    fn dialect(&self) -> super::Dialect {
+        super::Dialect::Gemini
+    }
+
+    fn urls(
+        &self,
+        p: &crate::config::Provider,
+        d: &crate::config::Deployment,
+    ) -> super::provider::Urls {
+        let model = format!("{}/v1beta/models/{}", p.base_url, d.model);
+        super::provider::Urls {
+            chat: format!("{model}:generateContent"),
+            stream: format!("{model}:streamGenerateContent?alt=sse"),
+            responses: None,
+            embeddings: Some(format!("{model}:batchEmbedContents")),
+            count_tokens: Some(format!("{model}:countTokens")),
+        }
+    }
+
+    fn models_url(&self, p: &crate::config::Provider) -> String {
+        format!("{}/v1beta/models?pageSize=1", p.base_url)
+    }
+
+    fn auth(&self, secret: &str) -> (http::HeaderName, String) {
+        (
+            http::HeaderName::from_static("x-goog-api-key"),
+            secret.to_owned(),
+        )
+    }
+
+    fn encode(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &super::Inbound<'_>,
+    ) -> Result<Outbound, GatewayError> {
+        encode(dep, inbound.ir())
+    }
+
+    /// Google Search, which it will not combine with function declarations.
+    fn runs_web_search(&self, ir: &ChatRequest) -> bool {
+        ir.tools.is_empty()
+    }
+
+    /// `candidateCount` answers several, but not as a stream the gateway
+    /// could translate.
+    fn refuses_choices(&self, stream: bool) -> Option<&'static str> {
+        stream.then_some("Gemini deployments stream one choice")
+    }
+
+    /// `:batchEmbedContents`.
+    fn embeddings_body(
+        &self,
+        dep: &DeploymentRt,
+        req: &crate::doors::embeddings::EmbeddingsRequest<'_>,
+    ) -> Option<Result<Vec<u8>, GatewayError>> {
+        Some(super::embeddings::gemini_request(&dep.cfg.model, req))
+    }
+
+    fn embeddings_answer(
+        &self,
+        dep: &DeploymentRt,
+        req: &crate::doors::embeddings::EmbeddingsRequest<'_>,
+        bytes: bytes::Bytes,
+    ) -> Result<super::JsonAnswer, GatewayError> {
+        super::embeddings::gemini_answer(&dep.cfg.model, req, &bytes)
+    }
+
+    /// `:countTokens` with the generation request as the chat adapter
+    /// builds it (system instruction and tools included).
+    fn count_tokens_body(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &super::Inbound<'_>,
+    ) -> Option<Result<Vec<u8>, GatewayError>> {
+        Some(super::count_tokens::gemini_request(dep, inbound.ir()))
+    }
+
+    fn count_tokens_answer(
+        &self,
+        dep: &DeploymentRt,
+        bytes: bytes::Bytes,
+    ) -> Result<super::JsonAnswer, GatewayError> {
+        let n = super::count_tokens::gemini_total(&bytes)?;
+        Ok(super::count_tokens::answer(n, &dep.cfg.model))
+    }
+
+    fn classify(
+        &self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        body: &[u8],
+        secrets: &[&str],
+    ) -> GatewayError {
+        errors::classify(status, headers, body, secrets)
+    }
+}
+
 use switchyard_protocol::gemini::{self as gm, DecodeError, Target};
 use switchyard_protocol::ir::{ChatRequest, ChatResponse};
 

@@ -3,3 +3,164 @@
 //! handled by the shared `body`, `convert` and `stream` modules.
 
 pub mod errors;
+
+use http::{HeaderMap, HeaderName, StatusCode};
+
+use switchyard_protocol::openai::{self as oa, UpstreamEdits};
+
+use super::body::{options, Outbound};
+use super::deployment::DeploymentRt;
+use super::provider::{Provider, Urls};
+use super::{Dialect, Inbound};
+use crate::config::{Deployment, Provider as ProviderCfg};
+use crate::doors::embeddings::EmbeddingsRequest;
+use crate::error::GatewayError;
+
+/// An OpenAI-dialect body: an OpenAI client's bytes with `model` spliced in
+/// (and usage asked for on streams), anything else through the IR. `model`
+/// is `None` where the URL names the deployment (Azure).
+fn encode(dep: &DeploymentRt, inbound: &Inbound<'_>, model: Option<&str>) -> Outbound {
+    let body = match inbound {
+        Inbound::OpenAi { view, .. } => view.write_upstream(&UpstreamEdits {
+            model,
+            force_include_usage: true,
+            options: options(dep),
+        }),
+        _ => oa::encode_request(inbound.ir(), model, &dep.provider.cfg.options),
+    };
+    Outbound::plain(body)
+}
+
+/// An OpenAI-shaped embeddings request: the client's body with `model`
+/// replaced (dropped where the URL names the deployment).
+fn embeddings_body(req: &EmbeddingsRequest<'_>, model: Option<&str>) -> Vec<u8> {
+    switchyard_protocol::passthrough::write(
+        &req.fields,
+        &switchyard_protocol::passthrough::Splice {
+            model,
+            ..Default::default()
+        },
+    )
+}
+
+/// OpenAI and every OpenAI-compatible upstream: `Authorization: Bearer`.
+pub struct OpenAi;
+
+/// Azure OpenAI: the OpenAI dialect, with the deployment in the path, an
+/// `api-version` query and an `api-key` header.
+pub struct Azure;
+
+/// Azure's `api-version` when the provider names none.
+const AZURE_API_VERSION: &str = "2024-10-21";
+
+impl Provider for OpenAi {
+    fn gen_ai_name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::OpenAi
+    }
+
+    fn urls(&self, p: &ProviderCfg, _: &Deployment) -> Urls {
+        let base = &p.base_url;
+        Urls {
+            responses: Some(format!("{base}/responses")),
+            embeddings: Some(format!("{base}/embeddings")),
+            ..Urls::same(format!("{base}/chat/completions"))
+        }
+    }
+
+    fn models_url(&self, p: &ProviderCfg) -> String {
+        format!("{}/models", p.base_url)
+    }
+
+    fn auth(&self, secret: &str) -> (HeaderName, String) {
+        (http::header::AUTHORIZATION, format!("Bearer {secret}"))
+    }
+
+    fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
+        Ok(encode(dep, inbound, Some(&dep.cfg.model)))
+    }
+
+    fn embeddings_body(
+        &self,
+        dep: &DeploymentRt,
+        req: &EmbeddingsRequest<'_>,
+    ) -> Option<Result<Vec<u8>, GatewayError>> {
+        Some(Ok(embeddings_body(req, Some(&dep.cfg.model))))
+    }
+
+    fn has_responses_api(&self) -> bool {
+        true
+    }
+
+    fn classify(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &[u8],
+        secrets: &[&str],
+    ) -> GatewayError {
+        errors::classify(status, headers, body, secrets)
+    }
+}
+
+impl Provider for Azure {
+    fn gen_ai_name(&self) -> &'static str {
+        "azure.ai.openai"
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::OpenAi
+    }
+
+    fn urls(&self, p: &ProviderCfg, d: &Deployment) -> Urls {
+        let base = &p.base_url;
+        let version = p.api_version.as_deref().unwrap_or(AZURE_API_VERSION);
+        let deployment = format!("{base}/openai/deployments/{}", d.model);
+        Urls {
+            responses: Some(format!("{base}/openai/v1/responses")),
+            embeddings: Some(format!("{deployment}/embeddings?api-version={version}")),
+            ..Urls::same(format!(
+                "{deployment}/chat/completions?api-version={version}"
+            ))
+        }
+    }
+
+    fn models_url(&self, p: &ProviderCfg) -> String {
+        let version = p.api_version.as_deref().unwrap_or(AZURE_API_VERSION);
+        format!("{}/openai/models?api-version={version}", p.base_url)
+    }
+
+    fn auth(&self, secret: &str) -> (HeaderName, String) {
+        (HeaderName::from_static("api-key"), secret.to_owned())
+    }
+
+    /// The URL names the deployment, not the body.
+    fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
+        Ok(encode(dep, inbound, None))
+    }
+
+    fn embeddings_body(
+        &self,
+        _: &DeploymentRt,
+        req: &EmbeddingsRequest<'_>,
+    ) -> Option<Result<Vec<u8>, GatewayError>> {
+        Some(Ok(embeddings_body(req, None)))
+    }
+
+    fn has_responses_api(&self) -> bool {
+        true
+    }
+
+    fn classify(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &[u8],
+        secrets: &[&str],
+    ) -> GatewayError {
+        errors::classify(status, headers, body, secrets)
+    }
+}
