@@ -1,6 +1,8 @@
-//! ADAPTERS: one per upstream protocol, chosen by the provider's `protocol`.
-//! A closed enum with static dispatch: adding a protocol is a compile error
-//! everywhere it must be handled.
+//! ADAPTERS: the upstream side. Each provider is one module behind one
+//! interface (`provider::Provider`: URLs, authentication, fixed headers,
+//! errors, request encoding, embeddings, token counting); `Adapter` names
+//! them and `Adapter::provider` is where they are registered (`openai` with
+//! its Azure flavor, `anthropic`, `gemini`).
 //!
 //! An attempt is: build the upstream body for this (client dialect, upstream
 //! protocol) pair (`body`), send it (`send`), classify a failure with the

@@ -4,9 +4,9 @@
 //! `openai` (with its Azure flavor), `anthropic` and `gemini` implement it;
 //! [`super::Adapter::provider`] is where providers are registered. The
 //! shared adapter code asks these questions instead of matching on the
-//! provider. (Request encoding and answer decoding still match on
-//! [`super::Adapter`] in `body`, `convert`, `translate`, `embeddings` and
-//! `count_tokens`; they move behind this interface next.)
+//! provider. (Answer and stream decoding still go by the wire dialect in
+//! `convert` and `translate`; they move behind this interface next, with
+//! the stream's framing, so that an event-stream upstream fits.)
 
 use http::{HeaderMap, HeaderName, StatusCode};
 
@@ -19,6 +19,7 @@ use super::JsonAnswer;
 use super::{Dialect, Inbound};
 use crate::config::{Deployment, Provider as ProviderCfg};
 use crate::doors::embeddings::EmbeddingsRequest;
+use crate::doors::facts::Renders;
 use crate::error::GatewayError;
 
 /// A deployment's upstream URLs, before parsing.
@@ -114,6 +115,12 @@ pub trait Provider: Send + Sync {
         bytes: Bytes,
     ) -> Result<JsonAnswer, GatewayError> {
         super::embeddings::openai_answer(&dep.cfg.model, bytes)
+    }
+
+    /// How it renders tool definitions into what it bills (for the input
+    /// estimate): compactly unless it says otherwise.
+    fn renders(&self, _url: &http::Uri) -> Renders {
+        Renders::Compact
     }
 
     /// Its own token-counting request (`None`: tokens are counted locally).

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::adapters::deployment::DeploymentRt;
-use crate::adapters::Adapter;
 use crate::config::{Capabilities, ContextOverflow, Retry, Strategy};
 use crate::doors::facts::Renders;
 use crate::doors::Door;
@@ -72,21 +71,10 @@ pub enum Unfit {
 /// the input estimate, `Facts::prompt_on`): OpenAI's own API (and Azure)
 /// and Gemini compactly, Anthropic as JSON in a hidden system prompt, and
 /// any other OpenAI-compatible server (DeepSeek, Qwen, vLLM, …) as JSON in
-/// its chat template.
+/// its chat template. Each provider's module says
+/// ([`crate::adapters::provider::Provider::renders`]).
 pub fn renders(dep: &DeploymentRt) -> Renders {
-    match dep.provider.adapter {
-        Adapter::Anthropic => Renders::Anthropic,
-        Adapter::Azure | Adapter::Gemini => Renders::Compact,
-        Adapter::OpenAi => {
-            let host = dep.endpoint.url.host().unwrap_or_default();
-            if host == "openai.com" || host.ends_with(".openai.com") || host.ends_with(".azure.com")
-            {
-                Renders::Compact
-            } else {
-                Renders::Template
-            }
-        }
-    }
+    dep.provider.adapter.provider().renders(&dep.endpoint.url)
 }
 
 pub fn plan(
@@ -196,8 +184,8 @@ fn consider(
     let declared = caps != Capabilities::default();
     // An Anthropic request to an Anthropic deployment goes as it came:
     // whatever it asks for, that protocol carries (CONTRACT §8).
-    let passthrough =
-        facts.door == Some(Door::AnthropicMessages) && d.provider.adapter == Adapter::Anthropic;
+    let passthrough = facts.door == Some(Door::AnthropicMessages)
+        && d.provider.adapter.speaks(Door::AnthropicMessages);
     let lacks: Capabilities = facts.needs.iter().filter(|c| !caps.contains(*c)).collect();
     let window_needs = facts.prompt_on(renders(d)) + u64::from(facts.max_tokens.unwrap_or(0));
     let why = if !caps.contains_all(facts.must_declare) {

@@ -67,6 +67,11 @@ impl super::provider::Provider for Anthropic {
         )))
     }
 
+    /// As JSON in a hidden system prompt.
+    fn renders(&self, _: &http::Uri) -> crate::doors::facts::Renders {
+        crate::doors::facts::Renders::Anthropic
+    }
+
     /// Its server-side web search tool.
     fn runs_web_search(&self, _: &ChatRequest) -> bool {
         true

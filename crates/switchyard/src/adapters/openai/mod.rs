@@ -91,6 +91,18 @@ impl Provider for OpenAi {
         Some(Ok(embeddings_body(req, Some(&dep.cfg.model))))
     }
 
+    /// OpenAI's own API renders tools compactly; any other OpenAI-compatible
+    /// server (DeepSeek, Qwen, vLLM, …) as JSON in its chat template.
+    fn renders(&self, url: &http::Uri) -> crate::doors::facts::Renders {
+        use crate::doors::facts::Renders;
+        let host = url.host().unwrap_or_default();
+        if host == "openai.com" || host.ends_with(".openai.com") || host.ends_with(".azure.com") {
+            Renders::Compact
+        } else {
+            Renders::Template
+        }
+    }
+
     fn has_responses_api(&self) -> bool {
         true
     }
