@@ -1,9 +1,9 @@
 //! A whole (non-streamed) upstream answer → the client's dialect. Same
 //! dialect: the bytes as they came, peeked for usage and model. Otherwise:
-//! decoded into the IR and encoded for the client.
+//! decoded into the IR by the provider's module
+//! ([`super::provider::Provider::decode`]) and encoded for the client.
 
 use bytes::Bytes;
-use switchyard_protocol::ir::ChatResponse;
 use switchyard_protocol::openai as oa;
 
 use super::body::Outbound;
@@ -28,7 +28,7 @@ pub fn answer(
     if upstream == Dialect::Gemini && inbound.n() > 1 {
         return gemini_choices(dep, bytes);
     }
-    let mut ir = decode(upstream, &bytes, out)?;
+    let mut ir = dep.provider.adapter.provider().decode(&bytes, out)?;
     if ir.created == 0 {
         ir.created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -123,17 +123,6 @@ fn responses_passthrough(
         model,
         ttfb: Default::default(),
     })
-}
-
-/// The upstream's answer as the IR (for a passthrough, only usage and model matter).
-fn decode(upstream: Dialect, bytes: &[u8], out: &Outbound) -> Result<ChatResponse, GatewayError> {
-    match upstream {
-        Dialect::OpenAi => oa::peek_response(bytes)
-            .map(|p| p.to_ir())
-            .map_err(bad_json),
-        Dialect::Anthropic => super::anthropic::decode(bytes, out),
-        Dialect::Gemini => super::gemini::decode(bytes),
-    }
 }
 
 pub fn bad_json(e: serde_json::Error) -> GatewayError {

@@ -11,7 +11,7 @@
 use http::{HeaderMap, HeaderName, StatusCode};
 
 use bytes::Bytes;
-use switchyard_protocol::ir::ChatRequest;
+use switchyard_protocol::ir::{ChatRequest, ChatResponse};
 
 use super::body::Outbound;
 use super::deployment::DeploymentRt;
@@ -79,6 +79,10 @@ pub trait Provider: Send + Sync {
     /// client's bytes with `model` (and little else) spliced in; otherwise
     /// through the IR.
     fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError>;
+
+    /// A whole answer as the IR (`out`: what the request's body was made
+    /// with, e.g. JSON mode emulated with a forced tool).
+    fn decode(&self, bytes: &[u8], out: &Outbound) -> Result<ChatResponse, GatewayError>;
 
     /// It runs the hosted web search a request asks for.
     fn runs_web_search(&self, _ir: &ChatRequest) -> bool {

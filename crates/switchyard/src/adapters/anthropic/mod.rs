@@ -67,6 +67,10 @@ impl super::provider::Provider for Anthropic {
         )))
     }
 
+    fn decode(&self, bytes: &[u8], out: &Outbound) -> Result<ChatResponse, GatewayError> {
+        decode(bytes, out)
+    }
+
     /// As JSON in a hidden system prompt.
     fn renders(&self, _: &http::Uri) -> crate::doors::facts::Renders {
         crate::doors::facts::Renders::Anthropic

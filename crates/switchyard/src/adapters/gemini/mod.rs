@@ -49,6 +49,10 @@ impl super::provider::Provider for Gemini {
         encode(dep, inbound.ir())
     }
 
+    fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
+        decode(bytes)
+    }
+
     /// Google Search, which it will not combine with function declarations.
     fn runs_web_search(&self, ir: &ChatRequest) -> bool {
         ir.tools.is_empty()

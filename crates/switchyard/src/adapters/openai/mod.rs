@@ -6,6 +6,7 @@ pub mod errors;
 
 use http::{HeaderMap, HeaderName, StatusCode};
 
+use switchyard_protocol::ir::ChatResponse;
 use switchyard_protocol::openai::{self as oa, UpstreamEdits};
 
 use super::body::{options, Outbound};
@@ -29,6 +30,13 @@ fn encode(dep: &DeploymentRt, inbound: &Inbound<'_>, model: Option<&str>) -> Out
         _ => oa::encode_request(inbound.ir(), model, &dep.provider.cfg.options),
     };
     Outbound::plain(body)
+}
+
+/// An OpenAI-dialect answer as the IR.
+fn decode(bytes: &[u8]) -> Result<ChatResponse, GatewayError> {
+    oa::peek_response(bytes)
+        .map(|p| p.to_ir())
+        .map_err(super::convert::bad_json)
 }
 
 /// An OpenAI-shaped embeddings request: the client's body with `model`
@@ -81,6 +89,10 @@ impl Provider for OpenAi {
 
     fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
         Ok(encode(dep, inbound, Some(&dep.cfg.model)))
+    }
+
+    fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
+        decode(bytes)
     }
 
     fn embeddings_body(
@@ -152,6 +164,10 @@ impl Provider for Azure {
     /// The URL names the deployment, not the body.
     fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
         Ok(encode(dep, inbound, None))
+    }
+
+    fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
+        decode(bytes)
     }
 
     fn embeddings_body(
