@@ -84,6 +84,9 @@ pub trait Provider: Send + Sync {
     /// with, e.g. JSON mode emulated with a forced tool).
     fn decode(&self, bytes: &[u8], out: &Outbound) -> Result<ChatResponse, GatewayError>;
 
+    /// A decoder for one translated stream of its events.
+    fn stream_decoder(&self, out: &Outbound) -> super::translate::Decoder;
+
     /// It runs the hosted web search a request asks for.
     fn runs_web_search(&self, _ir: &ChatRequest) -> bool {
         false

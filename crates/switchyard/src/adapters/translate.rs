@@ -1,12 +1,11 @@
 //! How a stream's events get from the upstream's dialect to the client's.
 //! Same dialect: forwarded as they are (peeked for usage, finish and text).
-//! Otherwise: each upstream event is decoded into IR events and each IR event
-//! is encoded for the client at once — incremental, nothing buffered.
+//! Otherwise: each upstream event is decoded into IR events (by the
+//! provider module's decoder) and each IR event is encoded for the client
+//! at once — incremental, nothing buffered.
 
 use switchyard_protocol::anthropic as an;
-use switchyard_protocol::gemini as gm;
 use switchyard_protocol::ir::StreamEvent;
-use switchyard_protocol::openai as oa;
 use switchyard_protocol::sse::SseEvent;
 
 use super::body::Outbound;
@@ -15,10 +14,6 @@ use crate::adapters::deployment::DeploymentRt;
 use crate::doors::{Door, Encoder};
 use crate::error::{ErrorCode, GatewayError};
 
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per stream, inside the boxed UpstreamStream; boxing would add an allocation per translated stream"
-)]
 pub enum Mode {
     /// OpenAI-protocol upstream, OpenAI client.
     OpenAiPass { include_usage: bool },
@@ -35,12 +30,13 @@ pub enum Mode {
 
 impl Mode {
     pub fn new(inbound: &Inbound<'_>, dep: &DeploymentRt, out: &Outbound) -> Mode {
-        let upstream = dep.provider.adapter.dialect();
+        let provider = dep.provider.adapter.provider();
+        let upstream = provider.dialect();
         // A continuation always goes through the IR: whatever the upstream,
         // its events are written into the client's stream where it broke.
         if let Inbound::Resume(_) = inbound {
             return Mode::Translate {
-                from: Decoder::new(upstream, out),
+                from: provider.stream_decoder(out),
                 to: inbound.encoder(),
             };
         }
@@ -55,7 +51,7 @@ impl Mode {
                 peek: an::StreamTranslator::new(None),
             },
             _ => Mode::Translate {
-                from: Decoder::new(upstream, out),
+                from: provider.stream_decoder(out),
                 to: inbound.encoder(),
             },
         }
@@ -79,57 +75,14 @@ pub enum Decoded {
     Error(GatewayError),
 }
 
-pub enum Decoder {
-    OpenAi(oa::StreamTranslator),
-    Anthropic(an::StreamTranslator),
-    Gemini(gm::StreamTranslator),
+/// Decodes one provider's stream events into IR events; its module makes
+/// one per translated stream ([`super::provider::Provider::stream_decoder`]).
+pub trait StreamDecode: Send {
+    fn push(&mut self, ev: &SseEvent, out: &mut Vec<StreamEvent>) -> Decoded;
 }
 
-impl Decoder {
-    fn new(upstream: Dialect, out: &Outbound) -> Decoder {
-        match upstream {
-            Dialect::OpenAi => Decoder::OpenAi(oa::StreamTranslator::default()),
-            Dialect::Anthropic => {
-                Decoder::Anthropic(an::StreamTranslator::new(out.json_tool.as_deref()))
-            }
-            Dialect::Gemini => Decoder::Gemini(gm::StreamTranslator::new()),
-        }
-    }
-
-    pub fn push(&mut self, ev: &SseEvent, out: &mut Vec<StreamEvent>) -> Decoded {
-        match self {
-            Decoder::OpenAi(t) => {
-                let Some(data) = &ev.data else {
-                    return Decoded::Events;
-                };
-                if ev.is_done_sentinel() {
-                    return Decoded::Done;
-                }
-                match oa::peek_chunk(data) {
-                    Err(_) => Decoded::Unparsable,
-                    Ok(c) if c.error.is_some() => {
-                        Decoded::Error(openai_in_band(c.error.map(|e| e.get()).unwrap_or_default()))
-                    }
-                    Ok(c) => {
-                        t.push(&c, out);
-                        Decoded::Events
-                    }
-                }
-            }
-            Decoder::Anthropic(t) => anthropic_push(t, ev, out),
-            Decoder::Gemini(t) => match t.push_event(ev, out) {
-                Ok(()) => Decoded::Events,
-                Err(gm::StreamProblem::Unparsable(_)) => Decoded::Unparsable,
-                Err(gm::StreamProblem::PromptBlocked { reason, message }) => Decoded::Error(
-                    crate::adapters::gemini::blocked(&reason, message.as_deref()),
-                ),
-                Err(gm::StreamProblem::StreamError(g)) => {
-                    Decoded::Error(crate::adapters::gemini::errors::in_band(g))
-                }
-            },
-        }
-    }
-}
+/// A translated stream's decoder (one allocation per translated stream).
+pub type Decoder = Box<dyn StreamDecode>;
 
 /// One Anthropic event; `message_stop` is the terminator.
 pub fn anthropic_push(

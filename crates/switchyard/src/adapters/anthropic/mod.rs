@@ -6,6 +6,19 @@ pub mod errors;
 /// Anthropic's Messages API: `x-api-key`, `anthropic-version`.
 pub struct Anthropic;
 
+/// An Anthropic stream's events as IR events (`message_stop` ends it).
+struct StreamDecoder(an::StreamTranslator);
+
+impl super::translate::StreamDecode for StreamDecoder {
+    fn push(
+        &mut self,
+        ev: &switchyard_protocol::sse::SseEvent,
+        out: &mut Vec<switchyard_protocol::ir::StreamEvent>,
+    ) -> super::translate::Decoded {
+        super::translate::anthropic_push(&mut self.0, ev, out)
+    }
+}
+
 impl super::provider::Provider for Anthropic {
     fn gen_ai_name(&self) -> &'static str {
         "anthropic"
@@ -69,6 +82,13 @@ impl super::provider::Provider for Anthropic {
 
     fn decode(&self, bytes: &[u8], out: &Outbound) -> Result<ChatResponse, GatewayError> {
         decode(bytes, out)
+    }
+
+    /// JSON mode's forced tool comes back as the answer text.
+    fn stream_decoder(&self, out: &Outbound) -> super::translate::Decoder {
+        Box::new(StreamDecoder(an::StreamTranslator::new(
+            out.json_tool.as_deref(),
+        )))
     }
 
     /// As JSON in a hidden system prompt.

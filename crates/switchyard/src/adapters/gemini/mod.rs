@@ -6,6 +6,28 @@ pub mod errors;
 /// Gemini's generateContent API: `x-goog-api-key`, the model in the path.
 pub struct Gemini;
 
+/// A Gemini stream's chunks as IR events; a blocked prompt or an error
+/// chunk is the upstream's in-band error.
+struct StreamDecoder(gm::StreamTranslator);
+
+impl super::translate::StreamDecode for StreamDecoder {
+    fn push(
+        &mut self,
+        ev: &switchyard_protocol::sse::SseEvent,
+        out: &mut Vec<switchyard_protocol::ir::StreamEvent>,
+    ) -> super::translate::Decoded {
+        use super::translate::Decoded;
+        match self.0.push_event(ev, out) {
+            Ok(()) => Decoded::Events,
+            Err(gm::StreamProblem::Unparsable(_)) => Decoded::Unparsable,
+            Err(gm::StreamProblem::PromptBlocked { reason, message }) => {
+                Decoded::Error(blocked(&reason, message.as_deref()))
+            }
+            Err(gm::StreamProblem::StreamError(g)) => Decoded::Error(errors::in_band(g)),
+        }
+    }
+}
+
 impl super::provider::Provider for Gemini {
     fn gen_ai_name(&self) -> &'static str {
         "gcp.gemini"
@@ -51,6 +73,10 @@ impl super::provider::Provider for Gemini {
 
     fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
         decode(bytes)
+    }
+
+    fn stream_decoder(&self, _: &Outbound) -> super::translate::Decoder {
+        Box::new(StreamDecoder(gm::StreamTranslator::new()))
     }
 
     /// Google Search, which it will not combine with function declarations.

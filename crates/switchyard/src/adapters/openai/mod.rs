@@ -32,6 +32,37 @@ fn encode(dep: &DeploymentRt, inbound: &Inbound<'_>, model: Option<&str>) -> Out
     Outbound::plain(body)
 }
 
+/// An OpenAI-dialect stream's chunks as IR events; `[DONE]` ends it, and an
+/// `{"error": …}` chunk is the upstream's in-band error.
+#[derive(Default)]
+struct StreamDecoder(oa::StreamTranslator);
+
+impl super::translate::StreamDecode for StreamDecoder {
+    fn push(
+        &mut self,
+        ev: &switchyard_protocol::sse::SseEvent,
+        out: &mut Vec<switchyard_protocol::ir::StreamEvent>,
+    ) -> super::translate::Decoded {
+        use super::translate::Decoded;
+        let Some(data) = &ev.data else {
+            return Decoded::Events;
+        };
+        if ev.is_done_sentinel() {
+            return Decoded::Done;
+        }
+        match oa::peek_chunk(data) {
+            Err(_) => Decoded::Unparsable,
+            Ok(c) if c.error.is_some() => Decoded::Error(super::translate::openai_in_band(
+                c.error.map(|e| e.get()).unwrap_or_default(),
+            )),
+            Ok(c) => {
+                self.0.push(&c, out);
+                Decoded::Events
+            }
+        }
+    }
+}
+
 /// An OpenAI-dialect answer as the IR.
 fn decode(bytes: &[u8]) -> Result<ChatResponse, GatewayError> {
     oa::peek_response(bytes)
@@ -93,6 +124,10 @@ impl Provider for OpenAi {
 
     fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
         decode(bytes)
+    }
+
+    fn stream_decoder(&self, _: &Outbound) -> super::translate::Decoder {
+        Box::new(StreamDecoder::default())
     }
 
     fn embeddings_body(
@@ -168,6 +203,10 @@ impl Provider for Azure {
 
     fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
         decode(bytes)
+    }
+
+    fn stream_decoder(&self, _: &Outbound) -> super::translate::Decoder {
+        Box::new(StreamDecoder::default())
     }
 
     fn embeddings_body(
