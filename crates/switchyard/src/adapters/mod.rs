@@ -64,8 +64,8 @@ impl Adapter {
     /// Where providers are registered: each one's module.
     pub fn provider(self) -> &'static dyn provider::Provider {
         match self {
-            Adapter::OpenAi => &openai::OpenAi,
-            Adapter::Azure => &openai::Azure,
+            Adapter::OpenAi => &openai::OPENAI,
+            Adapter::Azure => &openai::AZURE,
             Adapter::Anthropic => &anthropic::Anthropic,
             Adapter::Gemini => &gemini::Gemini,
         }

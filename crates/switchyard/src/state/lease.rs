@@ -539,13 +539,18 @@ mod tests {
     fn a_quiet_instance_holds_nothing() {
         let l = Leases::default();
         let w = rpm("k", 100_000);
-        // One request a second: no slice is worth it.
+        // One request a second: no slice is worth it, so none is asked
+        // for and every request asks Redis.
         for s in 0..5 {
-            ask(&l, &w, 1, 1_000 + s * 1_000);
+            assert_eq!(ask(&l, &w, 1, 1_000 + s * 1_000), 0);
             for r in grant(&l, 1_000 + s * 1_000 + 300, u64::MAX) {
                 assert_eq!(r.want, 0, "{r:?}");
             }
         }
+        // Two a second is: a slice is asked for.
+        ask(&l, &w, 4, 7_000);
+        let due = grant(&l, 7_300, u64::MAX);
+        assert!(due.iter().any(|r| r.want > 0), "{due:?}");
     }
 
     #[test]

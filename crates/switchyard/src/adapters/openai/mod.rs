@@ -82,44 +82,83 @@ fn embeddings_body(req: &EmbeddingsRequest<'_>, model: Option<&str>) -> Vec<u8> 
     )
 }
 
-/// OpenAI and every OpenAI-compatible upstream: `Authorization: Bearer`.
-pub struct OpenAi;
+/// The OpenAI dialect's upstreams. OpenAI and every OpenAI-compatible
+/// server: `Authorization: Bearer`, `model` in the body. Its Azure flavor:
+/// the deployment in the path with an `api-version` query, an `api-key`
+/// header, no `model` in the body.
+pub struct OpenAi {
+    azure: bool,
+}
 
-/// Azure OpenAI: the OpenAI dialect, with the deployment in the path, an
-/// `api-version` query and an `api-key` header.
-pub struct Azure;
+pub static OPENAI: OpenAi = OpenAi { azure: false };
+pub static AZURE: OpenAi = OpenAi { azure: true };
 
 /// Azure's `api-version` when the provider names none.
 const AZURE_API_VERSION: &str = "2024-10-21";
 
+impl OpenAi {
+    /// The body's `model` (Azure's URL names the deployment instead).
+    fn model<'a>(&self, dep: &'a DeploymentRt) -> Option<&'a str> {
+        (!self.azure).then_some(dep.cfg.model.as_str())
+    }
+
+    fn api_version(p: &ProviderCfg) -> &str {
+        p.api_version.as_deref().unwrap_or(AZURE_API_VERSION)
+    }
+}
+
 impl Provider for OpenAi {
     fn gen_ai_name(&self) -> &'static str {
-        "openai"
+        if self.azure {
+            "azure.ai.openai"
+        } else {
+            "openai"
+        }
     }
 
     fn dialect(&self) -> Dialect {
         Dialect::OpenAi
     }
 
-    fn urls(&self, p: &ProviderCfg, _: &Deployment) -> Urls {
+    fn urls(&self, p: &ProviderCfg, d: &Deployment) -> Urls {
         let base = &p.base_url;
+        if !self.azure {
+            return Urls {
+                responses: Some(format!("{base}/responses")),
+                embeddings: Some(format!("{base}/embeddings")),
+                ..Urls::same(format!("{base}/chat/completions"))
+            };
+        }
+        let version = Self::api_version(p);
+        let deployment = format!("{base}/openai/deployments/{}", d.model);
         Urls {
-            responses: Some(format!("{base}/responses")),
-            embeddings: Some(format!("{base}/embeddings")),
-            ..Urls::same(format!("{base}/chat/completions"))
+            responses: Some(format!("{base}/openai/v1/responses")),
+            embeddings: Some(format!("{deployment}/embeddings?api-version={version}")),
+            ..Urls::same(format!(
+                "{deployment}/chat/completions?api-version={version}"
+            ))
         }
     }
 
     fn models_url(&self, p: &ProviderCfg) -> String {
-        format!("{}/models", p.base_url)
+        if self.azure {
+            let version = Self::api_version(p);
+            format!("{}/openai/models?api-version={version}", p.base_url)
+        } else {
+            format!("{}/models", p.base_url)
+        }
     }
 
     fn auth(&self, secret: &str) -> (HeaderName, String) {
-        (http::header::AUTHORIZATION, format!("Bearer {secret}"))
+        if self.azure {
+            (HeaderName::from_static("api-key"), secret.to_owned())
+        } else {
+            (http::header::AUTHORIZATION, format!("Bearer {secret}"))
+        }
     }
 
     fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
-        Ok(encode(dep, inbound, Some(&dep.cfg.model)))
+        Ok(encode(dep, inbound, self.model(dep)))
     }
 
     fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
@@ -135,86 +174,22 @@ impl Provider for OpenAi {
         dep: &DeploymentRt,
         req: &EmbeddingsRequest<'_>,
     ) -> Option<Result<Vec<u8>, GatewayError>> {
-        Some(Ok(embeddings_body(req, Some(&dep.cfg.model))))
+        Some(Ok(embeddings_body(req, self.model(dep))))
     }
 
-    /// OpenAI's own API renders tools compactly; any other OpenAI-compatible
-    /// server (DeepSeek, Qwen, vLLM, …) as JSON in its chat template.
+    /// OpenAI's own API and Azure render tools compactly; any other
+    /// OpenAI-compatible server (DeepSeek, Qwen, vLLM, …) as JSON in its
+    /// chat template.
     fn renders(&self, url: &http::Uri) -> crate::doors::facts::Renders {
         use crate::doors::facts::Renders;
         let host = url.host().unwrap_or_default();
-        if host == "openai.com" || host.ends_with(".openai.com") || host.ends_with(".azure.com") {
+        let own =
+            host == "openai.com" || host.ends_with(".openai.com") || host.ends_with(".azure.com");
+        if self.azure || own {
             Renders::Compact
         } else {
             Renders::Template
         }
-    }
-
-    fn has_responses_api(&self) -> bool {
-        true
-    }
-
-    fn classify(
-        &self,
-        status: StatusCode,
-        headers: &HeaderMap,
-        body: &[u8],
-        secrets: &[&str],
-    ) -> GatewayError {
-        errors::classify(status, headers, body, secrets)
-    }
-}
-
-impl Provider for Azure {
-    fn gen_ai_name(&self) -> &'static str {
-        "azure.ai.openai"
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::OpenAi
-    }
-
-    fn urls(&self, p: &ProviderCfg, d: &Deployment) -> Urls {
-        let base = &p.base_url;
-        let version = p.api_version.as_deref().unwrap_or(AZURE_API_VERSION);
-        let deployment = format!("{base}/openai/deployments/{}", d.model);
-        Urls {
-            responses: Some(format!("{base}/openai/v1/responses")),
-            embeddings: Some(format!("{deployment}/embeddings?api-version={version}")),
-            ..Urls::same(format!(
-                "{deployment}/chat/completions?api-version={version}"
-            ))
-        }
-    }
-
-    fn models_url(&self, p: &ProviderCfg) -> String {
-        let version = p.api_version.as_deref().unwrap_or(AZURE_API_VERSION);
-        format!("{}/openai/models?api-version={version}", p.base_url)
-    }
-
-    fn auth(&self, secret: &str) -> (HeaderName, String) {
-        (HeaderName::from_static("api-key"), secret.to_owned())
-    }
-
-    /// The URL names the deployment, not the body.
-    fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
-        Ok(encode(dep, inbound, None))
-    }
-
-    fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
-        decode(bytes)
-    }
-
-    fn stream_decoder(&self, _: &Outbound) -> super::translate::Decoder {
-        Box::new(StreamDecoder::default())
-    }
-
-    fn embeddings_body(
-        &self,
-        _: &DeploymentRt,
-        req: &EmbeddingsRequest<'_>,
-    ) -> Option<Result<Vec<u8>, GatewayError>> {
-        Some(Ok(embeddings_body(req, None)))
     }
 
     fn has_responses_api(&self) -> bool {
