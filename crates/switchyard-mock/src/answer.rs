@@ -101,7 +101,10 @@ fn tool_answer(
         None => text::synth_args(schema),
     };
     let id = match proto {
-        Proto::Anthropic => format!("toolu_mock_{seq}"),
+        Proto::Anthropic | Proto::BedrockAnthropic | Proto::VertexAnthropic => {
+            format!("toolu_mock_{seq}")
+        }
+        Proto::Converse => format!("tooluse_mock_{seq}"),
         _ => format!("call_mock_{seq}"),
     };
     Content::Tool {

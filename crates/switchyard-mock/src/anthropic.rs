@@ -43,15 +43,66 @@ fn stop_reason(ans: &Answer) -> &'static str {
     }
 }
 
+/// Per-platform differences of the Anthropic Messages answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Flavor {
+    /// Message id prefix (`msg_mock_`, `msg_vrtx_mock_`, `msg_bdrk_mock_`).
+    pub id_prefix: &'static str,
+    /// `request-id` header prefix.
+    pub request_id_prefix: &'static str,
+    /// Send `ping` events in streams.
+    pub ping: bool,
+}
+
+/// api.anthropic.com.
+pub const FIRST_PARTY: Flavor = Flavor {
+    id_prefix: "msg_mock_",
+    request_id_prefix: "req_mock_",
+    ping: true,
+};
+
+/// Claude on Vertex AI (`msg_vrtx_…`, `request-id: req_vrtx_…`).
+pub const VERTEX: Flavor = Flavor {
+    id_prefix: "msg_vrtx_mock_",
+    request_id_prefix: "req_vrtx_mock_",
+    ping: true,
+};
+
+/// Claude on Bedrock InvokeModel (`msg_bdrk_…`, no `ping` in the recorded streams).
+pub const BEDROCK: Flavor = Flavor {
+    id_prefix: "msg_bdrk_mock_",
+    request_id_prefix: "",
+    ping: false,
+};
+
 /// Render a message (shape of `anthropic/messages_tool_result.response.json`) or a stream
 /// (shape of `anthropic/stream_text.sse`, unpadded).
 pub fn render(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Rendered {
+    render_flavor(conv, ans, ctx, opts, FIRST_PARTY)
+}
+
+/// [`render`] for a platform.
+pub fn render_flavor(
+    conv: &Conv,
+    ans: &Answer,
+    ctx: Ctx,
+    opts: StreamOpts,
+    flavor: Flavor,
+) -> Rendered {
     let payload = if conv.stream {
-        Payload::Events(stream(conv, ans, ctx, opts))
+        Payload::Events(
+            events(conv, ans, ctx, opts, flavor)
+                .iter()
+                .map(event)
+                .collect(),
+        )
     } else {
-        Payload::Full(Bytes::from(compact(&non_stream(conv, ans, ctx))))
+        Payload::Full(Bytes::from(compact(&message(conv, ans, ctx, flavor))))
     };
-    let mut headers = vec![("request-id", format!("req_mock_{}", ctx.seq))];
+    let mut headers = vec![(
+        "request-id",
+        format!("{}{}", flavor.request_id_prefix, ctx.seq),
+    )];
     if conv.stream {
         headers.push(("cache-control", "no-cache".into()));
     }
@@ -68,7 +119,8 @@ pub fn render(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Rendered
     }
 }
 
-fn non_stream(conv: &Conv, ans: &Answer, ctx: Ctx) -> Value {
+/// The whole message.
+pub fn message(conv: &Conv, ans: &Answer, ctx: Ctx, flavor: Flavor) -> Value {
     let mut content = Vec::new();
     match &ans.content {
         Content::Text { reasoning, pieces } => {
@@ -85,7 +137,7 @@ fn non_stream(conv: &Conv, ans: &Answer, ctx: Ctx) -> Value {
     }
     json!({
         "model": conv.model,
-        "id": format!("msg_mock_{}", ctx.seq),
+        "id": format!("{}{}", flavor.id_prefix, ctx.seq),
         "type": "message",
         "role": "assistant",
         "content": content,
@@ -95,19 +147,25 @@ fn non_stream(conv: &Conv, ans: &Answer, ctx: Ctx) -> Value {
     })
 }
 
+/// One SSE event (`ping` as the API writes it).
 fn event(v: &Value) -> Bytes {
     let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
+    if ty == "ping" {
+        return Bytes::from_static(PING);
+    }
     Bytes::from(format!("event: {ty}\ndata: {}\n\n", compact(v)))
 }
 
 const PING: &[u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
 
-fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
-    let mut events = vec![event(&json!({
+/// The stream's events as JSON (`{"type": "ping"}` for a ping, when the flavor has them).
+pub fn events(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts, flavor: Flavor) -> Vec<Value> {
+    let ping = || json!({"type": "ping"});
+    let mut events = vec![json!({
         "type": "message_start",
         "message": {
             "model": conv.model,
-            "id": format!("msg_mock_{}", ctx.seq),
+            "id": format!("{}{}", flavor.id_prefix, ctx.seq),
             "type": "message",
             "role": "assistant",
             "content": [],
@@ -115,7 +173,7 @@ fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
             "stop_sequence": null,
             "usage": usage(ans, 1)
         }
-    }))];
+    })];
     // (content_block_start payload, deltas)
     let mut blocks: Vec<(Value, Vec<Value>)> = Vec::new();
     match &ans.content {
@@ -150,27 +208,21 @@ fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
             ));
         }
     }
-    if blocks.is_empty() {
-        events.push(Bytes::from_static(PING));
+    if blocks.is_empty() && flavor.ping {
+        events.push(ping());
     }
     for (index, (start, deltas)) in blocks.into_iter().enumerate() {
-        events.push(event(
-            &json!({"type": "content_block_start", "index": index, "content_block": start}),
-        ));
-        if index == 0 {
-            events.push(Bytes::from_static(PING));
+        events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
+        if index == 0 && flavor.ping {
+            events.push(ping());
         }
         for d in deltas {
-            events.push(event(
-                &json!({"type": "content_block_delta", "index": index, "delta": d}),
-            ));
+            events.push(json!({"type": "content_block_delta", "index": index, "delta": d}));
         }
-        events.push(event(
-            &json!({"type": "content_block_stop", "index": index}),
-        ));
+        events.push(json!({"type": "content_block_stop", "index": index}));
     }
     if opts.finish {
-        events.push(event(&json!({
+        events.push(json!({
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(ans), "stop_sequence": null},
             "usage": {
@@ -179,10 +231,10 @@ fn stream(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Vec<Bytes> {
                 "cache_read_input_tokens": ans.cached_tokens,
                 "output_tokens": ans.completion_tokens
             }
-        })));
+        }));
     }
     if opts.terminator {
-        events.push(event(&json!({"type": "message_stop"})));
+        events.push(json!({"type": "message_stop"}));
     }
     events
 }

@@ -54,7 +54,20 @@ pub struct Behavior {
     /// Prompt tokens reported as written to the prompt cache (Anthropic only; clamped to
     /// the prompt left after `cached_tokens`).
     pub cache_write_tokens: u64,
+    /// Bedrock streams: the `:exception-type` a `midstream_error` sends (default
+    /// `throttlingException`; see [`BEDROCK_STREAM_EXCEPTIONS`]).
+    pub bedrock_exception: Option<String>,
 }
+
+/// The values `bedrock_exception` takes.
+pub const BEDROCK_STREAM_EXCEPTIONS: &[&str] = &[
+    "throttlingException",
+    "serviceUnavailableException",
+    "modelStreamErrorException",
+    "validationException",
+    "internalServerException",
+    "modelTimeoutException",
+];
 
 /// A scripted one-step tool loop (`"tool_loop": {"tool": …, "arguments": …, "final": …}`).
 ///
@@ -170,8 +183,19 @@ impl Behavior {
         self
     }
 
-    /// Check the values serde cannot: `fault_rate` must be within 0..=1.
+    /// Check the values serde cannot: `fault_rate` must be within 0..=1, `bedrock_exception`
+    /// one of [`BEDROCK_STREAM_EXCEPTIONS`].
     pub(crate) fn validate(&self) -> Result<(), String> {
+        if let Some(e) = self
+            .bedrock_exception
+            .as_deref()
+            .filter(|e| !BEDROCK_STREAM_EXCEPTIONS.contains(e))
+        {
+            return Err(format!(
+                "bedrock_exception must be one of {}, got {e}",
+                BEDROCK_STREAM_EXCEPTIONS.join(", ")
+            ));
+        }
         match self.fault_rate {
             Some(r) if !(0.0..=1.0).contains(&r) => {
                 Err(format!("fault_rate must be within 0..=1, got {r}"))

@@ -11,6 +11,14 @@ pub enum Proto {
     Gemini,
     /// OpenAI Responses API (`/v1/responses`).
     Responses,
+    /// Amazon Bedrock Converse / ConverseStream (and CountTokens).
+    Converse,
+    /// Amazon Bedrock InvokeModel / InvokeModelWithResponseStream with an Anthropic body.
+    BedrockAnthropic,
+    /// Vertex AI `publishers/google` (Gemini).
+    VertexGemini,
+    /// Vertex AI `publishers/anthropic` (`:rawPredict`, `:streamRawPredict`).
+    VertexAnthropic,
 }
 
 impl Proto {
@@ -18,9 +26,20 @@ impl Proto {
     pub fn provider_name(self) -> &'static str {
         match self {
             Proto::OpenAi | Proto::Azure | Proto::Responses => "openai",
-            Proto::Anthropic => "anthropic",
-            Proto::Gemini => "gemini",
+            Proto::Anthropic | Proto::BedrockAnthropic | Proto::VertexAnthropic => "anthropic",
+            Proto::Gemini | Proto::VertexGemini => "gemini",
+            Proto::Converse => "bedrock",
         }
+    }
+
+    /// A Bedrock route (SigV4, `x-amzn-errortype` errors).
+    pub fn is_bedrock(self) -> bool {
+        matches!(self, Proto::Converse | Proto::BedrockAnthropic)
+    }
+
+    /// A Vertex AI route (OAuth bearer token, google.rpc.Status errors).
+    pub fn is_vertex(self) -> bool {
+        matches!(self, Proto::VertexGemini | Proto::VertexAnthropic)
     }
 }
 
@@ -53,10 +72,13 @@ pub struct Conv {
     pub echo: Option<Box<Value>>,
     /// OpenAI `n`: choices in a whole (non-streamed) answer, each billed.
     pub n: u64,
+    /// Bedrock Converse: the request has `cachePoint` blocks; the prompt characters before
+    /// the last one and a hash of that prefix (with the model).
+    pub cache_prefix: Option<(usize, u64)>,
 }
 
 impl Conv {
-    fn new(model: String) -> Conv {
+    pub(crate) fn new(model: String) -> Conv {
         Conv {
             model,
             stream: false,
@@ -69,15 +91,18 @@ impl Conv {
             prefill: None,
             echo: None,
             n: 1,
+            cache_prefix: None,
         }
     }
 
-    fn user_text(&mut self, t: &str) {
+    /// Count `t` as the text of a new user turn.
+    pub(crate) fn user_text(&mut self, t: &str) {
         self.prompt_chars += t.chars().count();
         self.tool_results = None;
     }
 
-    fn tool_result(&mut self, t: String) {
+    /// Count `t` as a tool result after the last user turn.
+    pub(crate) fn tool_result(&mut self, t: String) {
         self.prompt_chars += t.chars().count();
         self.tool_results.get_or_insert_with(Vec::new).push(t);
     }

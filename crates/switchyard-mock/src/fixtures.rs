@@ -68,6 +68,54 @@ pub const ENVELOPES: &[(&str, &str)] = &[
         fixture!("azure/error_429_rate_limit.http.json"),
     ),
     (
+        "bedrock/error_400_converse_stream_before_stream",
+        fixture!("bedrock/error_400_converse_stream_before_stream.http.json"),
+    ),
+    (
+        "bedrock/error_400_validation_anthropic_body",
+        fixture!("bedrock/error_400_validation_anthropic_body.http.json"),
+    ),
+    (
+        "bedrock/error_400_validation_input_too_long",
+        fixture!("bedrock/error_400_validation_input_too_long.http.json"),
+    ),
+    (
+        "bedrock/error_400_validation_invalid_model",
+        fixture!("bedrock/error_400_validation_invalid_model.http.json"),
+    ),
+    (
+        "bedrock/error_400_validation_on_demand_not_supported",
+        fixture!("bedrock/error_400_validation_on_demand_not_supported.http.json"),
+    ),
+    (
+        "bedrock/error_400_validation_prompt_too_long_anthropic",
+        fixture!("bedrock/error_400_validation_prompt_too_long_anthropic.http.json"),
+    ),
+    (
+        "bedrock/error_403_access_denied",
+        fixture!("bedrock/error_403_access_denied.http.json"),
+    ),
+    (
+        "bedrock/error_404_resource_not_found_eol",
+        fixture!("bedrock/error_404_resource_not_found_eol.http.json"),
+    ),
+    (
+        "bedrock/error_429_model_not_ready",
+        fixture!("bedrock/error_429_model_not_ready.http.json"),
+    ),
+    (
+        "bedrock/error_429_throttling",
+        fixture!("bedrock/error_429_throttling.http.json"),
+    ),
+    (
+        "bedrock/error_503_service_unavailable",
+        fixture!("bedrock/error_503_service_unavailable.http.json"),
+    ),
+    (
+        "bedrock/error_503_too_many_connections",
+        fixture!("bedrock/error_503_too_many_connections.http.json"),
+    ),
+    (
         "deepseek/error_400_context_length",
         fixture!("deepseek/error_400_context_length.http.json"),
     ),
@@ -187,6 +235,30 @@ pub const ENVELOPES: &[(&str, &str)] = &[
         "qwen/error_401_invalid_api_key",
         fixture!("qwen/error_401_invalid_api_key.http.json"),
     ),
+    (
+        "vertex/anthropic_error_429_quota",
+        fixture!("vertex/anthropic_error_429_quota.http.json"),
+    ),
+    (
+        "vertex/error_400_context_length",
+        fixture!("vertex/error_400_context_length.http.json"),
+    ),
+    (
+        "vertex/error_400_invalid_argument",
+        fixture!("vertex/error_400_invalid_argument.http.json"),
+    ),
+    (
+        "vertex/error_403_permission_denied",
+        fixture!("vertex/error_403_permission_denied.http.json"),
+    ),
+    (
+        "vertex/error_429_resource_exhausted",
+        fixture!("vertex/error_429_resource_exhausted.http.json"),
+    ),
+    (
+        "vertex/oauth/error_400_invalid_grant",
+        fixture!("vertex/oauth/error_400_invalid_grant.http.json"),
+    ),
 ];
 
 /// A parsed envelope, ready to serve.
@@ -201,12 +273,27 @@ fn parse(name: &str, text: &str) -> Envelope {
     let v: Value = serde_json::from_str(text).expect("fixture envelope is JSON");
     let status = v["status"].as_u64().expect("fixture status") as u16;
     // `content-length` is left to hyper: it is the served body's.
+    // `transfer-encoding` likewise is the served body's framing; a list value (`vary`) is
+    // one comma-separated header.
     let headers = v["headers"]
         .as_object()
         .map(|h| {
             h.iter()
-                .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .filter(|(k, _)| {
+                    !k.eq_ignore_ascii_case("content-length")
+                        && !k.eq_ignore_ascii_case("transfer-encoding")
+                })
+                .map(|(k, v)| {
+                    let value = match v {
+                        Value::Array(items) => items
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        other => other.as_str().unwrap_or_default().to_string(),
+                    };
+                    (k.clone(), value)
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -216,10 +303,14 @@ fn parse(name: &str, text: &str) -> Envelope {
         let body = v.get("body").cloned().unwrap_or(Value::Null);
         // The Responses API pretty-prints without a trailing newline, its error in the wire
         // order message, type, param, code (the recorder sorted some of these files' keys).
-        // OpenAI and Gemini pretty-print theirs; the others send compact JSON.
+        // OpenAI, Gemini and Vertex (google.rpc.Status) pretty-print theirs; the others
+        // (Bedrock's `{"message"}` included) send compact JSON.
         if name.starts_with("openai-responses/") {
             crate::json::pretty_ascii(&wire_order(body))
-        } else if name.starts_with("openai/") || name.starts_with("gemini/") {
+        } else if name.starts_with("openai/")
+            || name.starts_with("gemini/")
+            || name.starts_with("vertex/")
+        {
             crate::json::pretty_nl(&body)
         } else {
             Bytes::from(crate::json::compact(&body))

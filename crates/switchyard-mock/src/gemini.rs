@@ -123,6 +123,89 @@ pub fn render(conv: &Conv, ans: &Answer, _ctx: Ctx, opts: StreamOpts) -> Rendere
     }
 }
 
+/// `usageMetadata` with Vertex's `trafficType` after `totalTokenCount`.
+fn with_traffic(usage: Value) -> Value {
+    let Value::Object(map) = usage else {
+        return usage;
+    };
+    let mut out = Map::new();
+    for (k, v) in map {
+        let after = k == "totalTokenCount";
+        out.insert(k, v);
+        if after {
+            out.insert("trafficType".into(), Value::String(TRAFFIC.into()));
+        }
+    }
+    Value::Object(out)
+}
+
+const TRAFFIC: &str = "ON_DEMAND";
+
+/// Gemini on Vertex AI: the Developer API answer plus Vertex's `createTime`, `responseId`
+/// and `usageMetadata.trafficType` (`vertex/gemini_generate_text.response.json`), no
+/// `safetyRatings`; stream frames as `vertex/gemini_stream_thought_summary.sse` (`role`
+/// before `parts`, intermediate frames with usage `{"trafficType": "ON_DEMAND"}` only, the
+/// full counts on the last).
+pub fn render_vertex(conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpts) -> Rendered {
+    let create_time = crate::time::rfc3339_micros(ctx.now);
+    let response_id = format!("vrtx_mock_{}", ctx.seq);
+    let payload = if conv.stream {
+        let frames = stream_parts(ans);
+        let n = frames.len();
+        Payload::Events(
+            frames
+                .into_iter()
+                .enumerate()
+                .map(|(i, parts)| {
+                    let last = i + 1 == n && opts.finish;
+                    let mut cand = json!({"content": {"role": "model", "parts": parts}});
+                    let usage = if last {
+                        cand["finishReason"] = Value::String("STOP".into());
+                        with_traffic(usage_final(ans))
+                    } else {
+                        json!({"trafficType": TRAFFIC})
+                    };
+                    let v = json!({
+                        "candidates": [cand],
+                        "usageMetadata": usage,
+                        "modelVersion": conv.model,
+                        "createTime": create_time,
+                        "responseId": response_id
+                    });
+                    Bytes::from(format!("data: {}\r\n\r\n", gemini_compact(&v)))
+                })
+                .collect(),
+        )
+    } else {
+        Payload::Full(pretty_nl(&json!({
+            "candidates": [{
+                "content": {"parts": parts(ans), "role": "model"},
+                "finishReason": "STOP",
+                "avgLogprobs": -0.1
+            }],
+            "usageMetadata": with_traffic(usage_final(ans)),
+            "modelVersion": conv.model,
+            "createTime": create_time,
+            "responseId": response_id
+        })))
+    };
+    Rendered {
+        content_type: if conv.stream {
+            "text/event-stream"
+        } else {
+            "application/json; charset=UTF-8"
+        },
+        headers: if conv.stream {
+            vec![("content-disposition", "attachment".to_string())]
+        } else {
+            Vec::new()
+        },
+        payload,
+        bad_event: Bytes::from_static(b"data: {not json\r\n\r\n"),
+        midstream_error: fixed(midstream_error()),
+    }
+}
+
 fn frame(parts: Vec<Value>, finish: bool, usage: Value, model: &str) -> Bytes {
     let mut cand = json!({"content": {"parts": parts, "role": "model"}});
     if finish {
@@ -132,7 +215,8 @@ fn frame(parts: Vec<Value>, finish: bool, usage: Value, model: &str) -> Bytes {
     Bytes::from(format!("data: {}\r\n\r\n", gemini_compact(&v)))
 }
 
-fn stream(conv: &Conv, ans: &Answer, opts: StreamOpts) -> Vec<Bytes> {
+/// The parts of each stream frame.
+fn stream_parts(ans: &Answer) -> Vec<Vec<Value>> {
     let mut frames: Vec<Vec<Value>> = Vec::new();
     match &ans.content {
         Content::Text { reasoning, pieces } => {
@@ -148,6 +232,11 @@ fn stream(conv: &Conv, ans: &Answer, opts: StreamOpts) -> Vec<Bytes> {
         }
         Content::Tool { .. } => frames.push(parts(ans)),
     }
+    frames
+}
+
+fn stream(conv: &Conv, ans: &Answer, opts: StreamOpts) -> Vec<Bytes> {
+    let frames = stream_parts(ans);
     let n = frames.len();
     frames
         .into_iter()

@@ -2,7 +2,7 @@
 
 use crate::answer::Answer;
 use crate::conv::{Conv, Proto};
-use crate::{anthropic, gemini, openai, responses};
+use crate::{anthropic, bedrock, gemini, openai, responses};
 use bytes::Bytes;
 
 /// Per-response identifiers.
@@ -12,6 +12,10 @@ pub struct Ctx {
     pub seq: u64,
     /// Unix time in seconds.
     pub created: u64,
+    /// The mock's clock at the request (Vertex `createTime`).
+    pub now: std::time::SystemTime,
+    /// Milliseconds since the request arrived (Bedrock `latencyMs`), at least 1.
+    pub latency_ms: u64,
 }
 
 /// Which stream-ending events to produce.
@@ -75,5 +79,9 @@ pub fn render(proto: Proto, conv: &Conv, ans: &Answer, ctx: Ctx, opts: StreamOpt
         Proto::Anthropic => anthropic::render(conv, ans, ctx, opts),
         Proto::Gemini => gemini::render(conv, ans, ctx, opts),
         Proto::Responses => responses::render(conv, ans, ctx, opts),
+        Proto::Converse => bedrock::render_converse(conv, ans, ctx, opts),
+        Proto::BedrockAnthropic => bedrock::render_invoke(conv, ans, ctx, opts),
+        Proto::VertexGemini => gemini::render_vertex(conv, ans, ctx, opts),
+        Proto::VertexAnthropic => anthropic::render_flavor(conv, ans, ctx, opts, anthropic::VERTEX),
     }
 }

@@ -2,15 +2,18 @@
 
 use crate::behavior::Behavior;
 use crate::handler;
+use crate::sigv4::AwsCredentials;
+use crate::vertex;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -85,6 +88,15 @@ pub(crate) struct Shared {
     shutdown: watch::Sender<bool>,
     /// Response bodies the client dropped before their end.
     abandoned: Arc<AtomicUsize>,
+    /// The mock's clock: `(time, when it was set)`; `None` is the system clock.
+    clock: Mutex<Option<(SystemTime, Instant)>>,
+    aws: Mutex<Arc<AwsCredentials>>,
+    pub sigv4_verified: AtomicUsize,
+    pub sigv4_rejected: AtomicUsize,
+    pub vertex: Mutex<vertex::State>,
+    pub token_requests: AtomicUsize,
+    /// Bedrock Converse cache prefixes already written (see the crate docs).
+    pub cache_seen: Mutex<HashSet<u64>>,
 }
 
 impl Shared {
@@ -114,10 +126,35 @@ impl Shared {
     pub(crate) fn valid_keys(&self) -> Arc<Vec<String>> {
         self.keys.lock().expect("keys lock").clone()
     }
+
+    /// The mock's clock (SigV4 skew, JWT times, token expiry, Vertex `createTime`).
+    pub(crate) fn now(&self) -> SystemTime {
+        match *self.clock.lock().expect("clock lock") {
+            Some((t, at)) => t + at.elapsed(),
+            None => SystemTime::now(),
+        }
+    }
+
+    /// The counters `GET /mock/stats` answers.
+    pub(crate) fn stats(&self) -> serde_json::Value {
+        let minted = self.vertex.lock().expect("vertex lock").minted;
+        serde_json::json!({
+            "requests": self.count.load(Ordering::Relaxed),
+            "abandoned_bodies": self.abandoned.load(Ordering::Relaxed),
+            "sigv4_verified": self.sigv4_verified.load(Ordering::Relaxed),
+            "sigv4_rejected": self.sigv4_rejected.load(Ordering::Relaxed),
+            "token_requests": self.token_requests.load(Ordering::Relaxed),
+            "tokens_issued": minted
+        })
+    }
+
+    pub(crate) fn aws_credentials(&self) -> Arc<AwsCredentials> {
+        self.aws.lock().expect("aws lock").clone()
+    }
 }
 
-/// An in-process mock provider server (OpenAI Chat and Responses, Azure, Anthropic and Gemini
-/// endpoints, embeddings and token counting).
+/// An in-process mock provider server (OpenAI Chat and Responses, Azure, Anthropic, Gemini,
+/// Bedrock and Vertex AI endpoints, Vertex's token endpoint, embeddings and token counting).
 pub struct MockServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
@@ -140,6 +177,13 @@ impl MockServer {
             keys: Mutex::new(Arc::new(Vec::new())),
             shutdown,
             abandoned: Arc::default(),
+            clock: Mutex::new(None),
+            aws: Mutex::new(Arc::new(AwsCredentials::default())),
+            sigv4_verified: AtomicUsize::new(0),
+            sigv4_rejected: AtomicUsize::new(0),
+            vertex: Mutex::new(vertex::State::default()),
+            token_requests: AtomicUsize::new(0),
+            cache_seen: Mutex::new(HashSet::new()),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         Ok(MockServer {
@@ -176,11 +220,83 @@ impl MockServer {
         self.shared.abandoned.load(Ordering::Relaxed)
     }
 
-    /// Forget recorded requests and reset the counter.
+    /// Forget recorded requests and reset the counters ([`request_count`](Self::request_count),
+    /// [`sigv4_verified`](Self::sigv4_verified), [`sigv4_rejected`](Self::sigv4_rejected),
+    /// [`token_requests`](Self::token_requests); [`tokens_issued`](Self::tokens_issued)
+    /// counts on, it numbers the tokens).
     pub fn clear_requests(&self) {
         let mut rec = self.shared.recorded.lock().expect("recorder lock");
         rec.clear();
         self.shared.count.store(0, Ordering::Relaxed);
+        self.shared.sigv4_verified.store(0, Ordering::Relaxed);
+        self.shared.sigv4_rejected.store(0, Ordering::Relaxed);
+        self.shared.token_requests.store(0, Ordering::Relaxed);
+    }
+
+    /// Run the mock's clock from `t` on (`None`: the system clock). It is what the SigV4
+    /// check compares `X-Amz-Date` with (±5 minutes), what the token endpoint checks a JWT's
+    /// `iat`/`exp` against and dates a token's expiry from, and Vertex's `createTime`.
+    pub fn set_clock(&self, t: Option<SystemTime>) {
+        *self.shared.clock.lock().expect("clock lock") = t.map(|t| (t, Instant::now()));
+    }
+
+    /// The AWS credentials (and region) the Bedrock routes verify SigV4 signatures with.
+    /// Default: [`AwsCredentials::default`] (`AKIDEXAMPLE` /
+    /// `wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY`, no session token, `us-east-1`).
+    pub fn set_aws_credentials(&self, creds: AwsCredentials) {
+        *self.shared.aws.lock().expect("aws lock") = Arc::new(creds);
+    }
+
+    /// Bedrock requests whose SigV4 signature verified.
+    pub fn sigv4_verified(&self) -> usize {
+        self.shared.sigv4_verified.load(Ordering::Relaxed)
+    }
+
+    /// Bedrock requests refused with a 403 (bad, missing or stale signature, unknown key,
+    /// wrong session token).
+    pub fn sigv4_rejected(&self) -> usize {
+        self.shared.sigv4_rejected.load(Ordering::Relaxed)
+    }
+
+    /// The service account the token endpoint (`POST /token`) accepts assertions from: a
+    /// service-account key file (`client_email`, `private_key`, optional `private_key_id`,
+    /// `token_uri`). Default: `vertex/oauth/service_account.test.json`. Tokens already
+    /// minted stay valid.
+    pub fn set_service_account(&self, json: &str) -> Result<(), String> {
+        let account = vertex::ServiceAccount::from_json(json)?;
+        self.shared.vertex.lock().expect("vertex lock").account = Some(Arc::new(account));
+        Ok(())
+    }
+
+    /// `expires_in` of the tokens minted from now on (default 3599 seconds); a token is
+    /// refused once the mock's clock reaches its expiry.
+    pub fn set_token_lifetime(&self, secs: u64) {
+        self.shared
+            .vertex
+            .lock()
+            .expect("vertex lock")
+            .lifetime_secs = secs;
+    }
+
+    /// Invalidate every token minted so far (Vertex calls carrying one get a 401).
+    pub fn revoke_tokens(&self) {
+        self.shared
+            .vertex
+            .lock()
+            .expect("vertex lock")
+            .tokens
+            .clear();
+    }
+
+    /// Requests to the token endpoint (`POST /token`), granted or not.
+    pub fn token_requests(&self) -> usize {
+        self.shared.token_requests.load(Ordering::Relaxed)
+    }
+
+    /// Access tokens minted since start (`ya29.mock-1`, `ya29.mock-2`, …).
+    pub fn tokens_issued(&self) -> usize {
+        let minted = self.shared.vertex.lock().expect("vertex lock").minted;
+        usize::try_from(minted).unwrap_or(usize::MAX)
     }
 
     /// Queue behaviors for the next requests (consumed in order, before any other source).

@@ -15,8 +15,12 @@
 //! - [`responses`]: the OpenAI Responses API (`/v1/responses`): item-based
 //!   requests grouped into IR turns, answers and SSE events in both
 //!   directions, and the passthrough view for Responses upstreams.
+//! - [`bedrock`]: Amazon Bedrock: the AWS event-stream framing, Converse /
+//!   ConverseStream to and from the IR, InvokeModel with an Anthropic body,
+//!   and CountTokens bodies.
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod gemini;
 pub mod ids;
 pub mod ir;

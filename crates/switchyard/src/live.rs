@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use crate::adapters::deployment::{DeploymentRt, ProviderRt};
 use crate::adapters::endpoint;
-use crate::adapters::Adapter;
 use crate::config::{Config, Route};
 use crate::governance::Governance;
 use crate::registry::Registry;
@@ -56,7 +55,7 @@ impl Live {
             let rt = ProviderRt {
                 name: Arc::from(id.as_str()),
                 cfg: p.clone(),
-                adapter: Adapter::for_protocol(p.protocol),
+                api: crate::adapters::provider_for(p)?,
             };
             providers.insert(id.clone(), Arc::new(rt));
         }
@@ -66,7 +65,11 @@ impl Live {
                 .get(&d.provider)
                 .ok_or_else(|| format!("models.{id}: unknown provider {}", d.provider))?
                 .clone();
-            let endpoint = endpoint::endpoint(provider.adapter, &provider.cfg, d)?;
+            let api = provider
+                .api()
+                .for_deployment(d)
+                .unwrap_or_else(|| provider.api.clone());
+            let endpoint = endpoint::endpoint(&*api, &provider.cfg, d)?;
             let state = registry
                 .get(id)
                 .ok_or_else(|| format!("models.{id}: no runtime state"))?;
@@ -79,6 +82,7 @@ impl Live {
                     provider,
                     endpoint,
                     state,
+                    api,
                 }),
             );
         }

@@ -4,7 +4,8 @@
 //! Otherwise: through the IR into the upstream's dialect. A Responses
 //! request to a deployment with its own Responses API goes as it came.
 
-use super::{Adapter, Inbound};
+use super::provider::Provider as Api;
+use super::Inbound;
 use crate::adapters::deployment::DeploymentRt;
 use crate::config::Capability;
 use crate::doors::responses::ResponsesIn;
@@ -37,7 +38,7 @@ impl Outbound {
 /// came: an `openai`/`azure` deployment with the `responses` capability,
 /// unless the request continues a conversation only this gateway has.
 pub fn responses_pass(dep: &DeploymentRt, r: &ResponsesIn<'_>) -> bool {
-    dep.provider.adapter.provider().has_responses_api()
+    dep.api().has_responses_api()
         && dep.cfg.capabilities.contains(Capability::Responses)
         && !r.expanded
 }
@@ -46,17 +47,17 @@ pub fn responses_pass(dep: &DeploymentRt, r: &ResponsesIn<'_>) -> bool {
 /// (Anthropic's server tool; Gemini's Google Search, which it will not
 /// combine with function declarations).
 pub fn runs_web_search(dep: &DeploymentRt, ir: &switchyard_protocol::ir::ChatRequest) -> bool {
-    dep.provider.adapter.provider().runs_web_search(ir)
+    dep.api().runs_web_search(ir)
 }
 
 /// `n` > 1 where the upstream cannot give several choices (its module
 /// says why).
-fn choices_refusal(adapter: Adapter, inbound: &Inbound<'_>) -> Option<GatewayError> {
+fn choices_refusal(api: &dyn Api, inbound: &Inbound<'_>) -> Option<GatewayError> {
     let n = inbound.n();
     if n <= 1 {
         return None;
     }
-    let why = adapter.provider().refuses_choices(inbound.stream())?;
+    let why = api.refuses_choices(inbound.stream())?;
     Some(GatewayError::invalid(
         Some("n".into()),
         format!("n = {n} cannot be served: {why}"),
@@ -70,7 +71,6 @@ pub fn options(dep: &DeploymentRt) -> Option<&serde_json::Map<String, serde_json
 }
 
 pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
-    let p = &dep.provider;
     if let Inbound::Responses(r) = inbound {
         // The same dialect: the client's fields as they came, `model`
         // replaced (Azure's Responses API names the deployment there too).
@@ -85,8 +85,8 @@ pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, Gate
             return Err(e);
         }
     }
-    if let Some(e) = choices_refusal(p.adapter, inbound) {
+    if let Some(e) = choices_refusal(dep.api(), inbound) {
         return Err(e);
     }
-    p.adapter.provider().encode(dep, inbound)
+    dep.api().encode(dep, inbound)
 }

@@ -17,18 +17,18 @@ pub fn answer(
     out: &Outbound,
     bytes: Bytes,
 ) -> Result<JsonAnswer, GatewayError> {
-    let upstream = dep.provider.adapter.dialect();
+    let upstream = dep.api().dialect();
     if out.responses_api {
         return responses_passthrough(dep, inbound, bytes);
     }
-    let same = dep.provider.adapter.speaks(inbound.door());
+    let same = crate::adapters::speaks(dep.api(), inbound.door());
     if same && upstream == Dialect::OpenAi {
         return passthrough(dep, bytes);
     }
     if upstream == Dialect::Gemini && inbound.n() > 1 {
         return gemini_choices(dep, bytes);
     }
-    let mut ir = dep.provider.adapter.provider().decode(&bytes, out)?;
+    let mut ir = dep.api().decode(&bytes, out)?;
     if ir.created == 0 {
         ir.created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

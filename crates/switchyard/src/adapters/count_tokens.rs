@@ -57,7 +57,7 @@ pub async fn count_tokens(
     let Some(url) = &dep.endpoint.count_tokens_url else {
         return Ok(Answer::Json(local(dep, inbound.ir())));
     };
-    let provider = dep.provider.adapter.provider();
+    let provider = dep.api();
     let Some(body) = provider.count_tokens_body(dep, inbound) else {
         return Ok(Answer::Json(local(dep, inbound.ir())));
     };

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::adapters::endpoint::Endpoint;
-use crate::adapters::Adapter;
+use crate::adapters::provider::Provider as Api;
 use crate::config::{Deployment, Provider};
 use crate::registry::DeploymentState;
 
@@ -14,10 +14,16 @@ pub struct ProviderRt {
     /// The provider id, shared with logs and metric labels.
     pub name: Arc<str>,
     pub cfg: Provider,
-    pub adapter: Adapter,
+    /// Its provider module (the protocol it speaks).
+    pub api: Arc<dyn Api>,
 }
 
 impl ProviderRt {
+    /// Its provider module.
+    pub fn api(&self) -> &dyn Api {
+        &*self.api
+    }
+
     /// The key values, for redaction of upstream messages.
     pub fn secret_refs(&self) -> Vec<&str> {
         self.cfg
@@ -39,4 +45,14 @@ pub struct DeploymentRt {
     pub endpoint: Endpoint,
     /// Its circuit, health, limits and keys (survives reloads).
     pub state: Arc<DeploymentState>,
+    /// The provider module that serves it (its provider's, or the
+    /// provider's variant for it: a Bedrock deployment's API).
+    pub api: Arc<dyn Api>,
+}
+
+impl DeploymentRt {
+    /// Its provider module.
+    pub fn api(&self) -> &dyn Api {
+        &*self.api
+    }
 }

@@ -39,7 +39,7 @@ pub async fn embeddings(
             format!("{} has no embeddings API", dep.name),
         ));
     };
-    let provider = dep.provider.adapter.provider();
+    let provider = dep.api();
     let Some(body) = provider.embeddings_body(dep, req) else {
         // Never a candidate (config validation refuses the capability).
         return Err(GatewayError::invalid(

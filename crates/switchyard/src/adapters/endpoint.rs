@@ -1,11 +1,11 @@
-//! Where each adapter sends a deployment's requests, and how it authenticates
-//! (each provider's module says: [`super::provider::Provider`]). Computed
-//! once per config load, never per request.
+//! Where a deployment's requests go (each provider's module says:
+//! [`super::provider::Provider::urls`]). Computed once per config load,
+//! never per request.
 
-use http::{HeaderName, HeaderValue, Uri};
+use http::Uri;
 
-use super::Adapter;
-use crate::config::{Deployment, Provider, ProviderKey};
+use super::provider::Provider as Api;
+use crate::config::{Deployment, Provider};
 
 /// The deployment's URLs (Gemini streams on a different method).
 #[derive(Debug, Clone)]
@@ -24,8 +24,8 @@ pub struct Endpoint {
     pub count_tokens_url: Option<Uri>,
 }
 
-pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoint, String> {
-    let urls = adapter.provider().urls(p, d);
+pub fn endpoint(api: &dyn Api, p: &Provider, d: &Deployment) -> Result<Endpoint, String> {
+    let urls = api.urls(p, d);
     let parse = |u: String| {
         u.parse::<Uri>()
             .map_err(|e| format!("models.{}: bad upstream URL {u}: {e}", d.id))
@@ -37,21 +37,4 @@ pub fn endpoint(adapter: Adapter, p: &Provider, d: &Deployment) -> Result<Endpoi
         embeddings_url: urls.embeddings.map(parse).transpose()?,
         count_tokens_url: urls.count_tokens.map(parse).transpose()?,
     })
-}
-
-/// The auth header for a key, in the adapter's style.
-pub fn auth_header(
-    adapter: Adapter,
-    key: &ProviderKey,
-) -> Result<(HeaderName, HeaderValue), String> {
-    let (name, value) = adapter.provider().auth(key.secret.expose());
-    let mut value = HeaderValue::try_from(value)
-        .map_err(|_| format!("provider key {} is not a valid header value", key.label))?;
-    value.set_sensitive(true);
-    Ok((name, value))
-}
-
-/// Headers a protocol always needs.
-pub fn fixed_headers(adapter: Adapter) -> &'static [(&'static str, &'static str)] {
-    adapter.provider().fixed_headers()
 }

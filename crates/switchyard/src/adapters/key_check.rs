@@ -13,7 +13,7 @@ use http::header::ACCEPT;
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use tokio::time::Instant;
 
-use super::{endpoint, read_body};
+use super::read_body;
 use crate::adapters::deployment::ProviderRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
@@ -41,7 +41,7 @@ pub enum Verdict {
 /// Where a provider lists its models. `None` only for a base URL that does
 /// not parse (the config check refuses those).
 pub fn models_url(p: &ProviderRt) -> Option<Uri> {
-    p.adapter.provider().models_url(&p.cfg).parse().ok()
+    p.api().models_url(&p.cfg).parse().ok()
 }
 
 /// Ask the upstream whether it takes `key`.
@@ -69,11 +69,7 @@ pub async fn check(p: &ProviderRt, key: &ProviderKey) -> Verdict {
         Err(e) => return Verdict::Unknown(e.message),
     };
     let secrets = p.secret_refs();
-    verdict(
-        &p.adapter
-            .provider()
-            .classify(status, &headers, &body, &secrets),
-    )
+    verdict(&p.api().classify(status, &headers, &body, &secrets))
 }
 
 /// A refusal's word on the key.
@@ -95,9 +91,9 @@ fn build(p: &ProviderRt, key: &ProviderKey) -> Result<Request<Bytes>, String> {
     *req.uri_mut() = url;
     let h = req.headers_mut();
     h.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    let (name, value) = endpoint::auth_header(p.adapter, key)?;
+    let (name, value) = super::provider::key_header(p.api(), key).map_err(|e| e.message)?;
     h.insert(name, value);
-    for (k, v) in endpoint::fixed_headers(p.adapter) {
+    for (k, v) in p.api().fixed_headers() {
         h.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
     }
     // Static headers a real request carries (an organization, a proxy's

@@ -1,7 +1,7 @@
 //! ADAPTERS: the upstream side. Each provider is one module behind one
 //! interface (`provider::Provider`: URLs, authentication, fixed headers,
 //! errors, request encoding, embeddings, token counting); `Adapter` names
-//! them and `Adapter::provider` is where they are registered (`openai` with
+//! them and `provider_for` is where they are registered (`openai` with
 //! its Azure flavor, `anthropic`, `gemini`).
 //!
 //! An attempt is: build the upstream body for this (client dialect, upstream
@@ -12,6 +12,7 @@
 //! pairs translate through the IR.
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod body;
 pub mod convert;
 pub mod count_tokens;
@@ -26,6 +27,7 @@ pub mod provider;
 pub mod send;
 pub mod stream;
 pub mod translate;
+pub mod vertex;
 
 use std::time::Duration;
 
@@ -37,10 +39,11 @@ use switchyard_protocol::ir::Usage;
 use tokio::time::Instant;
 
 use crate::adapters::deployment::DeploymentRt;
-use crate::config::{Protocol, ProviderKey};
+use crate::config::{Protocol, Provider as ProviderCfg, ProviderKey};
 use crate::doors::Door;
 pub use crate::doors::Inbound;
 use crate::error::{ErrorCode, GatewayError};
+use std::sync::Arc;
 pub use stream::{Step, UpstreamStream};
 
 /// The wire dialect an upstream speaks.
@@ -49,56 +52,32 @@ pub enum Dialect {
     OpenAi,
     Anthropic,
     Gemini,
+    /// Bedrock's Converse: no client door speaks it.
+    Converse,
 }
 
-/// The adapter a provider speaks through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Adapter {
-    OpenAi,
-    Azure,
-    Anthropic,
-    Gemini,
+/// Where providers are registered: the module that speaks a provider
+/// block's `protocol`, built once per config load (a module may keep what
+/// it needs for the provider's lifetime: credentials, a token source).
+pub fn provider_for(cfg: &ProviderCfg) -> Result<Arc<dyn provider::Provider>, String> {
+    Ok(match cfg.protocol {
+        Protocol::OpenAi => Arc::new(openai::OpenAi { azure: false }),
+        Protocol::Azure => Arc::new(openai::OpenAi { azure: true }),
+        Protocol::Anthropic => Arc::new(anthropic::Anthropic),
+        Protocol::Gemini => Arc::new(gemini::Gemini),
+        Protocol::Bedrock => Arc::new(bedrock::Bedrock::new(cfg)?),
+        Protocol::Vertex => Arc::new(vertex::Vertex::new(cfg)?),
+    })
 }
 
-impl Adapter {
-    /// Where providers are registered: each one's module.
-    pub fn provider(self) -> &'static dyn provider::Provider {
-        match self {
-            Adapter::OpenAi => &openai::OPENAI,
-            Adapter::Azure => &openai::AZURE,
-            Adapter::Anthropic => &anthropic::Anthropic,
-            Adapter::Gemini => &gemini::Gemini,
-        }
-    }
-
-    /// The OpenTelemetry GenAI `gen_ai.provider.name` of the protocol.
-    pub fn gen_ai_name(self) -> &'static str {
-        self.provider().gen_ai_name()
-    }
-
-    pub fn for_protocol(p: Protocol) -> Adapter {
-        match p {
-            Protocol::OpenAi => Adapter::OpenAi,
-            Protocol::Azure => Adapter::Azure,
-            Protocol::Anthropic => Adapter::Anthropic,
-            Protocol::Gemini => Adapter::Gemini,
-        }
-    }
-
-    /// The dialect on the wire (Azure is OpenAI's).
-    pub fn dialect(self) -> Dialect {
-        self.provider().dialect()
-    }
-
-    /// The upstream speaks the client's own dialect: bytes pass through.
-    pub fn speaks(self, door: Door) -> bool {
-        match door {
-            Door::OpenAiChat => self.dialect() == Dialect::OpenAi,
-            Door::AnthropicMessages => self.dialect() == Dialect::Anthropic,
-            // Decided per deployment (`body::responses_pass`): only those
-            // with the `responses` capability serve the Responses API.
-            Door::Responses => false,
-        }
+/// The upstream speaks the client's own dialect: bytes pass through.
+pub fn speaks(api: &dyn provider::Provider, door: Door) -> bool {
+    match door {
+        Door::OpenAiChat => api.dialect() == Dialect::OpenAi,
+        Door::AnthropicMessages => api.dialect() == Dialect::Anthropic,
+        // Decided per deployment (`body::responses_pass`): only those
+        // with the `responses` capability serve the Responses API.
+        Door::Responses => false,
     }
 }
 
@@ -169,9 +148,17 @@ pub async fn chat(
     if inbound.stream() {
         let mode = translate::Mode::new(inbound, dep, &out);
         let capture = call.capture.then(Box::default);
-        let stream =
-            UpstreamStream::open(resp, mode, inbound.door(), capture, first_byte_by, started)
-                .await?;
+        let framing = dep.api().stream_framing(&out);
+        let stream = UpstreamStream::open(
+            resp,
+            framing,
+            mode,
+            inbound.door(),
+            capture,
+            first_byte_by,
+            started,
+        )
+        .await?;
         if let (true, Inbound::Responses(r)) = (out.responses_api, inbound) {
             // The passthrough's `response.created` named the answer: the
             // client's from now on (its body stays the upstream's).

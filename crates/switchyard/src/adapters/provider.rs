@@ -1,14 +1,16 @@
 //! One provider, one module, behind one interface ([`Provider`]): where a
-//! deployment's requests go, how a key authenticates them, the headers the
-//! protocol always needs, where a key is checked, and how its errors read.
-//! `openai` (with its Azure flavor), `anthropic` and `gemini` implement it;
-//! [`super::Adapter::provider`] is where providers are registered. The
-//! shared adapter code asks these questions instead of matching on the
-//! provider. (Answer and stream decoding still go by the wire dialect in
-//! `convert` and `translate`; they move behind this interface next, with
-//! the stream's framing, so that an event-stream upstream fits.)
+//! deployment's requests go, how a request is authenticated once its body
+//! is built (a key header, a signature, an access token), the headers the
+//! protocol always needs, how its bodies are encoded and its answers and
+//! streams decoded (and in what framing), where a key is checked, and how
+//! its errors read. [`super::provider_for`] is where providers are
+//! registered; the shared adapter code asks these questions instead of
+//! matching on the provider.
 
-use http::{HeaderMap, HeaderName, StatusCode};
+use std::future::Future;
+use std::pin::Pin;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 
 use bytes::Bytes;
 use switchyard_protocol::ir::{ChatRequest, ChatResponse};
@@ -17,7 +19,7 @@ use super::body::Outbound;
 use super::deployment::DeploymentRt;
 use super::JsonAnswer;
 use super::{Dialect, Inbound};
-use crate::config::{Deployment, Provider as ProviderCfg};
+use crate::config::{Deployment, Provider as ProviderCfg, ProviderKey};
 use crate::doors::embeddings::EmbeddingsRequest;
 use crate::doors::facts::Renders;
 use crate::error::GatewayError;
@@ -59,6 +61,12 @@ pub trait Provider: Send + Sync {
     /// Where `d`'s requests go (computed once per config load).
     fn urls(&self, p: &ProviderCfg, d: &Deployment) -> Urls;
 
+    /// Its variant for deployment `d`, when a deployment's settings change
+    /// how it speaks (a Bedrock deployment's `api`); `None`: itself.
+    fn for_deployment(&self, _d: &Deployment) -> Option<std::sync::Arc<dyn Provider>> {
+        None
+    }
+
     /// Where its models are listed: a key that may list them works.
     fn models_url(&self, p: &ProviderCfg) -> String;
 
@@ -68,6 +76,34 @@ pub trait Provider: Send + Sync {
     /// Headers every request carries.
     fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
         &[]
+    }
+
+    /// What a request must wait for before [`Provider::authorize`] can
+    /// sign it (credentials or a token its module fetches in the
+    /// background, not there yet just after start); `None`: nothing.
+    /// The request path only waits: it never fetches.
+    fn pending(&self) -> Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> {
+        None
+    }
+
+    /// Authenticates `req`, whose URL, headers and body are final (a
+    /// signature covers them). By default `key` goes in [`Provider::auth`]'s
+    /// header.
+    fn authorize(
+        &self,
+        req: &mut Request<Bytes>,
+        key: Option<&ProviderKey>,
+    ) -> Result<(), GatewayError> {
+        if let Some(key) = key {
+            let (name, value) = key_header(self, key)?;
+            req.headers_mut().insert(name, value);
+        }
+        Ok(())
+    }
+
+    /// The framing of its streams when not SSE (one decoder per stream).
+    fn stream_framing(&self, _out: &Outbound) -> Option<Box<dyn crate::upstream::events::Framing>> {
+        None
     }
 
     /// Whether an Anthropic client's `anthropic-beta` goes along.
@@ -160,9 +196,26 @@ pub trait Provider: Send + Sync {
     ) -> GatewayError;
 }
 
+/// `key` in `p`'s auth header, marked sensitive (never logged).
+pub fn key_header<P: Provider + ?Sized>(
+    p: &P,
+    key: &ProviderKey,
+) -> Result<(HeaderName, HeaderValue), GatewayError> {
+    let (name, value) = p.auth(key.secret.expose());
+    let mut value = HeaderValue::try_from(value).map_err(|_| {
+        GatewayError::new(
+            crate::error::ErrorCode::AuthFailed,
+            crate::error::Source::Gateway,
+            format!("provider key {} is not a valid header value", key.label),
+        )
+    })?;
+    value.set_sensitive(true);
+    Ok((name, value))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::Adapter;
+    use super::super::provider_for;
     use crate::config::Protocol;
 
     fn cfg(protocol: &str) -> crate::config::Config {
@@ -218,7 +271,8 @@ mod tests {
         for (protocol, name, chat, stream, embeddings, count) in cases {
             let c = cfg(name);
             let (p, d) = (&c.providers["p"], &c.deployments["p/m"]);
-            let u = Adapter::for_protocol(protocol).provider().urls(p, d);
+            assert_eq!(p.protocol, protocol);
+            let u = provider_for(p).unwrap().urls(p, d);
             assert_eq!(u.chat, chat, "{name}");
             assert_eq!(u.stream, stream, "{name}");
             assert_eq!(u.embeddings.as_deref(), embeddings, "{name}");
@@ -236,7 +290,8 @@ mod tests {
         ]
         .into_iter()
         .map(|p| {
-            let (n, v) = Adapter::for_protocol(p).provider().auth("s");
+            let c = cfg(p.as_str());
+            let (n, v) = provider_for(&c.providers["p"]).unwrap().auth("s");
             (n.to_string(), v)
         })
         .collect();

@@ -7,7 +7,7 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
 use tokio::time::Instant;
 
-use super::{endpoint, read_body, silent, CallInfo};
+use super::{read_body, silent, CallInfo};
 use crate::adapters::deployment::DeploymentRt;
 use crate::config::ProviderKey;
 use crate::error::{ErrorCode, GatewayError, Source};
@@ -82,7 +82,23 @@ pub async fn send_to(
     total_by: Instant,
 ) -> Result<Response<UpstreamBody>, GatewayError> {
     let provider = &dep.provider;
-    let req = build(dep, key, url, accept, Bytes::from(body), call)?;
+    let api = dep.api();
+    if let Some(pending) = api.pending() {
+        // Credentials not fetched yet (just after start): wait for them
+        // within the first-byte timeout; the fetch is never ours.
+        if tokio::time::timeout_at(first_byte_by, pending)
+            .await
+            .is_err()
+        {
+            return Err(GatewayError::new(
+                ErrorCode::AuthFailed,
+                Source::Gateway,
+                format!("no credentials for provider {} yet", provider.name),
+            ));
+        }
+    }
+    let mut req = build(dep, url, accept, Bytes::from(body), call)?;
+    api.authorize(&mut req, key)?;
     let fut = crate::upstream::client::request(provider.cfg.timeouts.connect, req);
     let resp = match tokio::time::timeout_at(first_byte_by, fut).await {
         Err(_) => return Err(silent("no response headers before the first-byte timeout")),
@@ -104,22 +120,18 @@ pub async fn send_to(
     let headers = resp.headers().clone();
     let body = read_body(resp.into_body(), MAX_ERROR_BODY, total_by, total_by).await?;
     let secrets = provider.secret_refs();
-    Err(provider
-        .adapter
-        .provider()
-        .classify(status, &headers, &body, &secrets))
+    Err(dep.api().classify(status, &headers, &body, &secrets))
 }
 
 fn build(
     dep: &DeploymentRt,
-    key: Option<&ProviderKey>,
     url: &Uri,
     accept: &'static str,
     body: Bytes,
     call: &CallInfo,
 ) -> Result<Request<Bytes>, GatewayError> {
     let provider = &dep.provider;
-    let adapter = provider.adapter;
+    let api = dep.api();
     // Built in place: the request builder moves its parts through a chain
     // of closures, a measurable copy on every request.
     let mut req = Request::new(body);
@@ -128,12 +140,7 @@ fn build(
     let h = req.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(ACCEPT, HeaderValue::from_static(accept));
-    if let Some(key) = key {
-        let (name, value) = endpoint::auth_header(adapter, key)
-            .map_err(|m| GatewayError::new(ErrorCode::AuthFailed, Source::Gateway, m))?;
-        h.insert(name, value);
-    }
-    for (k, v) in endpoint::fixed_headers(adapter) {
+    for (k, v) in api.fixed_headers() {
         h.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
     }
     for (k, v) in &provider.cfg.headers {
@@ -154,7 +161,7 @@ fn build(
     if let Some(beta) = call
         .anthropic_beta
         .as_ref()
-        .filter(|_| adapter.provider().takes_anthropic_beta())
+        .filter(|_| api.takes_anthropic_beta())
     {
         h.insert(crate::names::ANTHROPIC_BETA.clone(), beta.clone());
     }

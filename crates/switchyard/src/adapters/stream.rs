@@ -23,7 +23,7 @@ use super::translate::{self, Decoded, Mode};
 use crate::adapters::deployment::ProviderRt;
 use crate::doors::{Door, Encoder, StreamPosition};
 use crate::error::{ErrorCode, GatewayError};
-use crate::upstream::events::{EventsError, UpstreamEvents};
+use crate::upstream::events::{EventsError, Framing, UpstreamEvents};
 use switchyard_protocol::responses::Problem;
 
 /// What to do with one upstream event.
@@ -142,24 +142,28 @@ pub struct UpstreamStream {
 impl UpstreamStream {
     pub async fn open(
         resp: Response<UpstreamBody>,
+        framing: Option<Box<dyn Framing>>,
         mode: Mode,
         door: Door,
         capture: Option<Box<Capture>>,
         first_byte_by: Instant,
         started: Instant,
     ) -> Result<UpstreamStream, GatewayError> {
-        let is_sse = resp
+        let want = framing
+            .as_ref()
+            .map_or("text/event-stream", |f| f.content_type());
+        let is_stream = resp
             .headers()
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !is_sse {
+            .is_some_and(|v| v.starts_with(want));
+        if !is_stream {
             return Err(GatewayError::upstream(
                 ErrorCode::UpstreamError,
                 "upstream answered a stream request without an event stream",
             ));
         }
-        let events = UpstreamEvents::new(resp.into_body());
+        let events = UpstreamEvents::new(resp.into_body(), framing);
         let seen = Seen {
             capture,
             ..Seen::default()
@@ -206,7 +210,8 @@ impl UpstreamStream {
 
     /// The next upstream event, judged. `Ok(None)` = clean end of body.
     pub async fn next(&mut self) -> Result<Option<Step>, GatewayError> {
-        match self.events.next().await.map_err(events_error)? {
+        let next = self.events.next().await;
+        match next.map_err(|e| self.redacted(events_error(e)))? {
             None => Ok(None),
             Some(ev) => Ok(Some(match self.step(&ev) {
                 Step::Error(e) => Step::Error(self.redacted(e)),
@@ -407,5 +412,10 @@ fn events_error(e: EventsError) -> GatewayError {
             ErrorCode::UpstreamError,
             "upstream sent an oversized stream event",
         ),
+        EventsError::Broken(m) => GatewayError::upstream(
+            ErrorCode::UpstreamError,
+            format!("upstream stream framing broke: {m}"),
+        ),
+        EventsError::Upstream(e) => e,
     }
 }

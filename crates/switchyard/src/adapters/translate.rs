@@ -30,7 +30,7 @@ pub enum Mode {
 
 impl Mode {
     pub fn new(inbound: &Inbound<'_>, dep: &DeploymentRt, out: &Outbound) -> Mode {
-        let provider = dep.provider.adapter.provider();
+        let provider = dep.api();
         let upstream = provider.dialect();
         // A continuation always goes through the IR: whatever the upstream,
         // its events are written into the client's stream where it broke.

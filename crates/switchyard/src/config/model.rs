@@ -85,6 +85,10 @@ pub enum Protocol {
     Anthropic,
     Gemini,
     Azure,
+    /// Amazon Bedrock Runtime (SigV4, Converse or InvokeModel).
+    Bedrock,
+    /// Google Vertex AI (OAuth2 from a service account): Gemini and Claude.
+    Vertex,
 }
 
 impl Protocol {
@@ -94,6 +98,8 @@ impl Protocol {
             Protocol::Anthropic => "anthropic",
             Protocol::Gemini => "gemini",
             Protocol::Azure => "azure",
+            Protocol::Bedrock => "bedrock",
+            Protocol::Vertex => "vertex",
         }
     }
 }
@@ -115,6 +121,43 @@ pub struct Provider {
     pub options: serde_json::Map<String, serde_json::Value>,
     /// Azure only: the `api-version` query parameter.
     pub api_version: Option<String>,
+    /// Bedrock: the AWS region (the config's, else `AWS_REGION`).
+    pub region: Option<String>,
+    /// Vertex: the Google Cloud project and location (`global` or a region).
+    pub project: Option<String>,
+    pub location: Option<String>,
+    /// Bedrock: where its credentials come from (`keys` are refused there).
+    pub credentials: Option<CloudCredentials>,
+}
+
+/// A cloud provider's credentials (contract §9).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CloudCredentials {
+    /// The platform's own chain (AWS: environment, shared files and
+    /// profiles, web identity, SSO, `credential_process`; Google:
+    /// `GOOGLE_APPLICATION_CREDENTIALS`, else the metadata server), resolved
+    /// and refreshed by the provider at run time.
+    Default,
+    /// A Google service-account key file.
+    GoogleFile(std::path::PathBuf),
+    /// Fixed AWS keys read at load from `{PREFIX}_ACCESS_KEY_ID`,
+    /// `{PREFIX}_SECRET_ACCESS_KEY` and optionally `{PREFIX}_SESSION_TOKEN`.
+    AwsKeys {
+        prefix: String,
+        access_key_id: String,
+        secret_access_key: Secret<String>,
+        session_token: Option<Secret<String>>,
+    },
+}
+
+/// Which Bedrock API a deployment's requests go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BedrockApi {
+    /// Converse / ConverseStream: one body for every model.
+    #[default]
+    Converse,
+    /// InvokeModel / InvokeModelWithResponseStream with the Anthropic body.
+    Invoke,
 }
 
 #[derive(Debug, Clone)]
@@ -264,6 +307,8 @@ pub struct Deployment {
     pub capabilities: Capabilities,
     pub pricing: Option<Pricing>,
     pub region: Option<String>,
+    /// Bedrock only: Converse (default) or InvokeModel.
+    pub api: BedrockApi,
 }
 
 /// USD per million tokens.

@@ -70,6 +70,18 @@ pub struct RawProvider {
     pub headers: Vec<(Sp<String>, Sp<String>)>,
     pub options: serde_json::Map<String, serde_json::Value>,
     pub api_version: Opt<String>,
+    pub region: Opt<String>,
+    pub project: Opt<String>,
+    pub location: Opt<String>,
+    /// `default`, `{ env_prefix: NAME }` or `{ file: PATH }`.
+    pub credentials: Option<Sp<RawCredentials>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawCredentials {
+    Default,
+    EnvPrefix(Sp<String>),
+    File(Sp<String>),
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +133,7 @@ pub struct RawModel {
     pub capabilities: Vec<Sp<Capability>>,
     pub pricing: Option<RawPricing>,
     pub region: Opt<String>,
+    pub api: Opt<BedrockApi>,
 }
 
 #[derive(Debug, Default)]

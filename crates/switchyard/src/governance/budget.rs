@@ -510,6 +510,7 @@ mod tests {
             model: "m".into(),
             capabilities: Default::default(),
             region: None,
+            api: Default::default(),
         };
         let mtok = 1e6;
         assert!(

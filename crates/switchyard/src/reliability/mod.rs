@@ -194,7 +194,7 @@ pub async fn execute_op(
             let took = started.elapsed();
             let mut log = AttemptLog::ok(&dep.name, &dep.provider.name, took, took);
             log.span.operation = op.name();
-            log.span.provider = dep.provider.adapter.gen_ai_name();
+            log.span.provider = dep.api().gen_ai_name();
             log.span.request_model = Some(dep.model.clone());
             ctx.attempts.push(log);
             return Ok(Served {
@@ -620,7 +620,7 @@ pub(crate) async fn attempt(
     };
     log.span.span_id = span_id.unwrap_or(0);
     log.span.operation = op.name();
-    log.span.provider = dep.provider.adapter.gen_ai_name();
+    log.span.provider = dep.api().gen_ai_name();
     log.span.request_model = Some(dep.model.clone());
     log.span.model = result.as_ref().ok().and_then(reported_model);
     ctx.attempts.push(log);

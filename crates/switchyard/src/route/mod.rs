@@ -74,7 +74,7 @@ pub enum Unfit {
 /// its chat template. Each provider's module says
 /// ([`crate::adapters::provider::Provider::renders`]).
 pub fn renders(dep: &DeploymentRt) -> Renders {
-    dep.provider.adapter.provider().renders(&dep.endpoint.url)
+    dep.api().renders(&dep.endpoint.url)
 }
 
 pub fn plan(
@@ -185,7 +185,7 @@ fn consider(
     // An Anthropic request to an Anthropic deployment goes as it came:
     // whatever it asks for, that protocol carries (CONTRACT §8).
     let passthrough = facts.door == Some(Door::AnthropicMessages)
-        && d.provider.adapter.speaks(Door::AnthropicMessages);
+        && crate::adapters::speaks(d.api(), Door::AnthropicMessages);
     let lacks: Capabilities = facts.needs.iter().filter(|c| !caps.contains(*c)).collect();
     let window_needs = facts.prompt_on(renders(d)) + u64::from(facts.max_tokens.unwrap_or(0));
     let why = if !caps.contains_all(facts.must_declare) {

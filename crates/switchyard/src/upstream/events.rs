@@ -1,6 +1,8 @@
-//! Reads an upstream response body as SSE events, one at a time, without
+//! Reads an upstream response body as events, one at a time, without
 //! buffering the stream: each network chunk goes into the decoder and out
-//! come whole events.
+//! come whole events. SSE is the usual framing; a provider with another
+//! (Bedrock's binary event-stream) brings its own [`Framing`], which hands
+//! out each frame as the event its stream decoder reads.
 
 use crate::upstream::client::UpstreamBody;
 use http_body_util::BodyExt;
@@ -12,19 +14,66 @@ pub enum EventsError {
     Body(String),
     /// One event grew past the decoder's cap.
     TooLarge,
+    /// The framing is lost (a bad checksum or length): nothing after it
+    /// can be read.
+    Broken(String),
+    /// The upstream reported an error inside the stream (an exception
+    /// frame), classified by its provider.
+    Upstream(crate::error::GatewayError),
+}
+
+/// A stream framing other than SSE, brought by the provider whose streams
+/// use it: bytes in, events out.
+pub trait Framing: Send {
+    /// The `content-type` a stream in this framing is sent with.
+    fn content_type(&self) -> &'static str;
+    fn push(&mut self, bytes: &[u8]);
+    /// The next whole event in what was pushed, if there is one.
+    fn next_event(&mut self) -> Result<Option<SseEvent>, EventsError>;
+    /// At the end of the body: a partial frame left over is an error.
+    fn finish(&mut self) -> Result<Option<SseEvent>, EventsError>;
+}
+
+enum Decoder {
+    Sse(SseDecoder),
+    Other(Box<dyn Framing>),
+}
+
+impl Decoder {
+    fn push(&mut self, bytes: &[u8]) {
+        match self {
+            Decoder::Sse(d) => d.push(bytes),
+            Decoder::Other(d) => d.push(bytes),
+        }
+    }
+
+    fn next_event(&mut self) -> Result<Option<SseEvent>, EventsError> {
+        match self {
+            Decoder::Sse(d) => d.next_event().map_err(|_| EventsError::TooLarge),
+            Decoder::Other(d) => d.next_event(),
+        }
+    }
+
+    fn finish(&mut self) -> Result<Option<SseEvent>, EventsError> {
+        match self {
+            Decoder::Sse(d) => Ok(d.finish()),
+            Decoder::Other(d) => d.finish(),
+        }
+    }
 }
 
 pub struct UpstreamEvents {
     body: UpstreamBody,
-    decoder: SseDecoder,
+    decoder: Decoder,
     eof: bool,
 }
 
 impl UpstreamEvents {
-    pub fn new(body: UpstreamBody) -> Self {
+    /// The body's events: SSE unless `framing` says otherwise.
+    pub fn new(body: UpstreamBody, framing: Option<Box<dyn Framing>>) -> Self {
         UpstreamEvents {
             body,
-            decoder: SseDecoder::new(),
+            decoder: framing.map_or_else(|| Decoder::Sse(SseDecoder::new()), Decoder::Other),
             eof: false,
         }
     }
@@ -32,13 +81,11 @@ impl UpstreamEvents {
     /// The next event; `Ok(None)` at a clean end of the body.
     pub async fn next(&mut self) -> Result<Option<SseEvent>, EventsError> {
         loop {
-            match self.decoder.next_event() {
-                Ok(Some(ev)) => return Ok(Some(ev)),
-                Ok(None) => {}
-                Err(_) => return Err(EventsError::TooLarge),
+            if let Some(ev) = self.decoder.next_event()? {
+                return Ok(Some(ev));
             }
             if self.eof {
-                return Ok(self.decoder.finish());
+                return self.decoder.finish();
             }
             match self.body.frame().await {
                 Some(Ok(frame)) => {

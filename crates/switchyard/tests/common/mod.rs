@@ -109,6 +109,16 @@ pub async fn start_with(yaml: &str, server_extra: &str) -> Harness {
 /// [`start_with`] in a given directory: a restart on the same store.
 pub async fn start_in(yaml: &str, server_extra: &str, dir: Arc<tempfile::TempDir>) -> Harness {
     let mock = MockServer::start("127.0.0.1:0").await.expect("mock starts");
+    start_on(mock, yaml, server_extra, dir).await
+}
+
+/// [`start_in`] with a mock the test started (and prepared files for).
+pub async fn start_on(
+    mock: MockServer,
+    yaml: &str,
+    server_extra: &str,
+    dir: Arc<tempfile::TempDir>,
+) -> Harness {
     let yaml = yaml
         .replace("{mock}", &mock.base_url())
         .replace("{dir}", &dir.path().display().to_string());
@@ -125,6 +135,11 @@ pub async fn start_in(yaml: &str, server_extra: &str, dir: Arc<tempfile::TempDir
         "TEST_KEY" => Some("sk-test-secret-value-1234".into()),
         "CLIENT_KEY" => Some("client-secret".into()),
         "ADMIN_KEY" => Some("admin-secret".into()),
+        // The mock Bedrock's test credentials (switchyard_mock::AwsCredentials's default).
+        "MOCK_AWS_ACCESS_KEY_ID" => Some("AKIDEXAMPLE".into()),
+        "MOCK_AWS_SECRET_ACCESS_KEY" => Some("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into()),
+        "WRONG_AWS_ACCESS_KEY_ID" => Some("AKIDEXAMPLE".into()),
+        "WRONG_AWS_SECRET_ACCESS_KEY" => Some("not-the-secret".into()),
         _ => None,
     }) {
         Ok(c) => c,

@@ -87,11 +87,8 @@ fn embeddings_body(req: &EmbeddingsRequest<'_>, model: Option<&str>) -> Vec<u8> 
 /// the deployment in the path with an `api-version` query, an `api-key`
 /// header, no `model` in the body.
 pub struct OpenAi {
-    azure: bool,
+    pub azure: bool,
 }
-
-pub static OPENAI: OpenAi = OpenAi { azure: false };
-pub static AZURE: OpenAi = OpenAi { azure: true };
 
 /// Azure's `api-version` when the provider names none.
 const AZURE_API_VERSION: &str = "2024-10-21";

@@ -2,6 +2,7 @@
 
 mod adversarial;
 mod checks;
+mod clouds;
 mod references;
 mod sections;
 mod unsupported;
@@ -18,6 +19,10 @@ pub fn env(name: &str) -> Option<String> {
         "PG_URL" => "postgres://u:p@db/usage",
         "EMPTY" => "",
         "PORT" => "8181",
+        "TEAM_A_AWS_ACCESS_KEY_ID" => "AKIDTEAMA",
+        "TEAM_A_AWS_SECRET_ACCESS_KEY" => "team-a-secret",
+        "TEAM_A_AWS_SESSION_TOKEN" => "team-a-token",
+        "HALF_AWS_ACCESS_KEY_ID" => "AKIDHALF",
         _ => return None,
     };
     Some(v.to_string())

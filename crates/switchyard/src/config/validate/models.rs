@@ -18,6 +18,7 @@ const KEYS: &[&str] = &[
     "capabilities",
     "pricing",
     "region",
+    "api",
 ];
 
 /// Capability names, for `capabilities` and a route's `require`.
@@ -54,6 +55,14 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawModel> {
             .unwrap_or_default(),
         pricing,
         region: m.get(d, "region", f::string),
+        api: m.choice(
+            d,
+            "api",
+            &[
+                ("converse", BedrockApi::Converse),
+                ("invoke", BedrockApi::Invoke),
+            ],
+        ),
     })
 }
 
@@ -175,6 +184,12 @@ pub fn check(
                 "`embeddings` is not supported on `protocol: anthropic` (Anthropic has no embeddings API)",
             );
         }
+        let bedrock = providers
+            .get(&provider)
+            .is_some_and(|p| p.protocol == Protocol::Bedrock);
+        if let Some(a) = m.api.as_ref().filter(|_| !bedrock) {
+            d.err(&a.at, "`api` only applies to `protocol: bedrock` providers");
+        }
         order.push(id.value.clone());
         deployments.insert(
             id.value.clone(),
@@ -187,6 +202,7 @@ pub fn check(
                 capabilities: m.capabilities.iter().map(|c| c.value).collect(),
                 pricing,
                 region: m.region.as_ref().map(|r| r.value.clone()),
+                api: m.api.as_ref().map(|a| a.value).unwrap_or_default(),
             },
         );
     }

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use super::super::fields::{self as f, fields, items};
+use super::super::fields::{self as f, fields, items, pick};
 use super::super::node::{At, Node, Sp};
 use super::super::raw::{
-    entries, section, RawCircuit, RawKey, RawLimits, RawProvider, RawTimeouts,
+    entries, section, RawCircuit, RawCredentials, RawKey, RawLimits, RawProvider, RawTimeouts,
 };
 use super::super::Diags;
 use super::models::field_at;
@@ -31,6 +31,10 @@ const KEYS: &[&str] = &[
     "headers",
     "options",
     "api_version",
+    "region",
+    "project",
+    "location",
+    "credentials",
 ];
 pub const AZURE_API_VERSION: &str = "2024-10-21";
 
@@ -41,11 +45,19 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
         ("anthropic", Protocol::Anthropic),
         ("gemini", Protocol::Gemini),
         ("azure", Protocol::Azure),
+        ("bedrock", Protocol::Bedrock),
+        ("vertex", Protocol::Vertex),
     ];
     let mut raw = RawProvider {
         protocol: p.choice(d, "protocol", &protocols),
         base_url: p.get(d, "base_url", f::string),
         api_version: p.get(d, "api_version", f::string),
+        region: p.get(d, "region", f::string),
+        project: p.get(d, "project", f::string),
+        location: p.get(d, "location", f::string),
+        credentials: p
+            .node("credentials")
+            .and_then(|(n, at)| credentials(d, n, &at)),
         ..Default::default()
     };
     if let Some((kn, kat)) = p.node("keys") {
@@ -134,6 +146,33 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
     Some(raw)
 }
 
+/// `credentials: default`, `{ env_prefix: NAME }` (AWS) or `{ file: PATH }`
+/// (a Google service-account key).
+fn credentials(d: &mut Diags, n: &Node, at: &At) -> Option<Sp<RawCredentials>> {
+    let value = if n.text().is_some() {
+        let s = f::string(d, n, at)?;
+        pick(d, &s, &[("default", ())])?;
+        RawCredentials::Default
+    } else {
+        let c = fields(d, n, at, &["env_prefix", "file"])?;
+        match (
+            c.get(d, "env_prefix", f::string),
+            c.get(d, "file", f::string),
+        ) {
+            (Some(prefix), None) => RawCredentials::EnvPrefix(prefix),
+            (None, Some(file)) => RawCredentials::File(file),
+            _ => {
+                d.err(at, "exactly one of `env_prefix` (AWS) or `file` (Google)");
+                return None;
+            }
+        }
+    };
+    Some(Sp {
+        value,
+        at: at.clone(),
+    })
+}
+
 pub fn check(
     d: &mut Diags,
     raw: &[(Sp<String>, RawProvider)],
@@ -150,16 +189,27 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
         None => {
             d.missing(
                 &field_at(&name.at, "protocol"),
-                "missing `protocol` (openai | anthropic | gemini | azure)",
+                "missing `protocol` (openai | anthropic | gemini | azure | bedrock)",
             );
             Protocol::OpenAi
         }
     };
+    let cloud = cloud(d, name, p, protocol, env);
+    let bedrock_url = cloud
+        .region
+        .as_ref()
+        .map(|r| format!("https://bedrock-runtime.{r}.amazonaws.com"));
+    let vertex_url = cloud.location.as_deref().map(|l| match l {
+        "global" => "https://aiplatform.googleapis.com".to_owned(),
+        l => format!("https://{l}-aiplatform.googleapis.com"),
+    });
     let default_url = match protocol {
         Protocol::OpenAi => Some("https://api.openai.com/v1"),
         Protocol::Anthropic => Some("https://api.anthropic.com"),
         Protocol::Gemini => Some("https://generativelanguage.googleapis.com"),
         Protocol::Azure => None,
+        Protocol::Bedrock => bedrock_url.as_deref().or(Some("")),
+        Protocol::Vertex => vertex_url.as_deref().or(Some("")),
     };
     let base_url = match (&p.base_url, default_url) {
         (Some(u), _) if u.value.contains(['?', '#']) => {
@@ -199,6 +249,17 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
         }
         headers.push((k.value.clone(), v.value.clone()));
     }
+    if matches!(protocol, Protocol::Bedrock | Protocol::Vertex) {
+        if let Some(k) = p.keys.first() {
+            d.err(
+                &k.at,
+                format!(
+                    "`protocol: {}` takes `credentials`, never `keys` (contract §9)",
+                    protocol.as_str()
+                ),
+            );
+        }
+    }
     Provider {
         id: name.value.clone(),
         protocol,
@@ -210,7 +271,140 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
         headers,
         options: p.options.clone(),
         api_version,
+        region: cloud.region,
+        project: cloud.project,
+        location: cloud.location,
+        credentials: cloud.credentials,
     }
+}
+
+/// A cloud provider's place and credentials.
+#[derive(Default)]
+struct Cloud {
+    region: Option<String>,
+    project: Option<String>,
+    location: Option<String>,
+    credentials: Option<CloudCredentials>,
+}
+
+/// `region` and `credentials`: Bedrock's (the config's region wins over
+/// `AWS_REGION`; credentials default to the platform's chain); refused on
+/// other protocols.
+fn cloud(d: &mut Diags, name: &Sp<String>, p: &RawProvider, protocol: Protocol, env: Env) -> Cloud {
+    if protocol != Protocol::Bedrock {
+        if let Some(r) = &p.region {
+            d.err(&r.at, "`region` only applies to `protocol: bedrock`");
+        }
+    }
+    if protocol != Protocol::Vertex {
+        for v in [&p.project, &p.location].into_iter().flatten() {
+            d.err(&v.at, "only applies to `protocol: vertex`");
+        }
+    }
+    match protocol {
+        Protocol::Bedrock => bedrock(d, name, p, env),
+        Protocol::Vertex => vertex(d, name, p),
+        _ => {
+            if let Some(c) = &p.credentials {
+                d.err(
+                    &c.at,
+                    "`credentials` only applies to `protocol: bedrock` and `protocol: vertex`",
+                );
+            }
+            Cloud::default()
+        }
+    }
+}
+
+/// Vertex: `project` and `location` required; credentials the Google
+/// default or a key file.
+fn vertex(d: &mut Diags, name: &Sp<String>, p: &RawProvider) -> Cloud {
+    let mut required = |v: &Option<Sp<String>>, key: &str| match v {
+        Some(v) if v.value.is_empty() => {
+            d.err(&v.at, "must not be empty");
+            None
+        }
+        Some(v) => Some(v.value.clone()),
+        None => {
+            d.missing(&field_at(&name.at, key), format!("missing `{key}`"));
+            None
+        }
+    };
+    let project = required(&p.project, "project");
+    let location = required(&p.location, "location");
+    let credentials = match p.credentials.as_ref().map(|c| &c.value) {
+        None | Some(RawCredentials::Default) => Some(CloudCredentials::Default),
+        Some(RawCredentials::File(f)) => Some(CloudCredentials::GoogleFile(f.value.clone().into())),
+        Some(RawCredentials::EnvPrefix(e)) => {
+            d.err(
+                &e.at,
+                "`env_prefix` is for AWS credentials; Vertex takes `file` or `default`",
+            );
+            None
+        }
+    };
+    Cloud {
+        project,
+        location,
+        credentials,
+        ..Cloud::default()
+    }
+}
+
+/// Bedrock: a region, and the AWS chain or fixed keys.
+fn bedrock(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Cloud {
+    let region = match &p.region {
+        Some(r) if r.value.is_empty() => {
+            d.err(&r.at, "must not be empty");
+            None
+        }
+        Some(r) => Some(r.value.clone()),
+        None => env("AWS_REGION").filter(|r| !r.is_empty()),
+    };
+    if region.is_none() && p.region.is_none() {
+        d.missing(
+            &field_at(&name.at, "region"),
+            "missing `region` (or set AWS_REGION)",
+        );
+    }
+    let credentials = match p.credentials.as_ref().map(|c| &c.value) {
+        None | Some(RawCredentials::Default) => Some(CloudCredentials::Default),
+        Some(RawCredentials::EnvPrefix(prefix)) => aws_keys(d, prefix, env),
+        Some(RawCredentials::File(f)) => {
+            d.err(
+                &f.at,
+                "`file` is for a Google service account; Bedrock takes `env_prefix` or `default`",
+            );
+            None
+        }
+    };
+    Cloud {
+        region,
+        credentials,
+        ..Cloud::default()
+    }
+}
+
+/// `{PREFIX}_ACCESS_KEY_ID`, `{PREFIX}_SECRET_ACCESS_KEY` and the optional
+/// `{PREFIX}_SESSION_TOKEN`, read now.
+fn aws_keys(d: &mut Diags, prefix: &Sp<String>, env: Env) -> Option<CloudCredentials> {
+    let var = |suffix: &str| format!("{}_{suffix}", prefix.value);
+    let read = |suffix: &str| env(&var(suffix)).filter(|v| !v.is_empty());
+    let (id, secret) = (read("ACCESS_KEY_ID"), read("SECRET_ACCESS_KEY"));
+    for (value, suffix) in [(&id, "ACCESS_KEY_ID"), (&secret, "SECRET_ACCESS_KEY")] {
+        if value.is_none() {
+            d.err(
+                &prefix.at,
+                format!("environment variable `{}` is not set or empty", var(suffix)),
+            );
+        }
+    }
+    Some(CloudCredentials::AwsKeys {
+        prefix: prefix.value.clone(),
+        access_key_id: id?,
+        secret_access_key: Secret::new(secret?),
+        session_token: read("SESSION_TOKEN").map(Secret::new),
+    })
 }
 
 fn keys(d: &mut Diags, raw: &[RawKey], env: Env) -> Vec<ProviderKey> {
