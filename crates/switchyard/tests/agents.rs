@@ -105,14 +105,59 @@ models:
     path: |p| p.starts_with("/openai/deployments/my-deployment/"),
 };
 
+/// Amazon Bedrock, Converse (SigV4 the mock verifies, event-stream frames).
+const BEDROCK: Upstream = Upstream {
+    protocol: "bedrock (converse)",
+    yaml: r#"
+providers:
+  up: { protocol: bedrock, region: us-east-1, base_url: "{mock}", credentials: { env_prefix: MOCK_AWS } }
+models:
+  - { id: up/model, provider: up, model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", max_output_tokens: 4096 }
+"#,
+    path: |p| p.ends_with("/converse") || p.ends_with("/converse-stream"),
+};
+
+/// Amazon Bedrock, InvokeModel with the Anthropic body.
+const BEDROCK_INVOKE: Upstream = Upstream {
+    protocol: "bedrock (invoke)",
+    yaml: r#"
+providers:
+  up: { protocol: bedrock, region: us-east-1, base_url: "{mock}", credentials: { env_prefix: MOCK_AWS } }
+models:
+  - { id: up/model, provider: up, model: "anthropic.claude-sonnet-4-5-20250929-v1:0", api: invoke, max_output_tokens: 4096 }
+"#,
+    path: |p| p.ends_with("/invoke") || p.ends_with("/invoke-with-response-stream"),
+};
+
+/// Claude on Google Vertex AI (a service account's token from the mock).
+const VERTEX: Upstream = Upstream {
+    protocol: "vertex (claude)",
+    yaml: r#"
+providers:
+  up: { protocol: vertex, project: p, location: us-east5, base_url: "{mock}", credentials: { file: "{dir}/sa.json" } }
+models:
+  - { id: up/model, provider: up, model: "claude-sonnet-4-5@20250929", max_output_tokens: 4096 }
+"#,
+    path: |p| p.contains("/publishers/anthropic/models/claude-sonnet-4-5@20250929:"),
+};
+
 /// The gateway over `up`, its mock answering every request with the tool loop
-/// of `tool(arguments)`.
+/// of `tool(arguments)`. The directory holds a service account whose
+/// `token_uri` is the mock's (for Vertex).
 async fn gateway(up: &Upstream, tool: &str, arguments: Value) -> common::Harness {
     let yaml = format!(
         "{}routes:\n  {CLAUDE_MODEL}: {{ targets: [{DEPLOYMENT}] }}\n  {CODEX_MODEL}: {{ targets: [{DEPLOYMENT}] }}\n",
         up.yaml
     );
-    let h = common::start(&yaml).await;
+    let mock = switchyard_mock::MockServer::start("127.0.0.1:0")
+        .await
+        .expect("mock starts");
+    let dir = std::sync::Arc::new(tempfile::tempdir().expect("temporary directory"));
+    let mut sa: Value =
+        serde_json::from_str(switchyard_mock::DEFAULT_SERVICE_ACCOUNT).expect("service account");
+    sa["token_uri"] = json!(format!("{}/token", mock.base_url()));
+    std::fs::write(dir.path().join("sa.json"), sa.to_string()).expect("service account file");
+    let h = common::start_on(mock, &yaml, "", dir).await;
     h.mock
         .set_default(Behavior::tool_loop(tool, arguments, FINAL));
     h
@@ -413,7 +458,8 @@ unbounded_connection_retries = false
 
 /// Every tool result in a request body, whatever the protocol: OpenAI
 /// `role: tool` messages, Anthropic `tool_result` blocks, Gemini
-/// `functionResponse` parts, Responses `function_call_output` items.
+/// `functionResponse` parts, Responses `function_call_output` items,
+/// Bedrock Converse `toolResult` blocks.
 fn tool_results(v: &Value, found: &mut Vec<String>) {
     match v {
         Value::Object(o) => {
@@ -422,7 +468,8 @@ fn tool_results(v: &Value, found: &mut Vec<String>) {
                     o.get("type").and_then(Value::as_str),
                     Some("tool_result" | "function_call_output")
                 )
-                || o.contains_key("functionResponse");
+                || o.contains_key("functionResponse")
+                || o.contains_key("toolResult");
             if is_result {
                 found.push(Value::Object(o.clone()).to_string());
             } else {
@@ -450,8 +497,18 @@ async fn assert_tool_loop(h: &common::Harness, up: &Upstream, route: &str, run: 
         run.stdout.contains("FINAL:") && run.stdout.contains(MARKER),
         "{who}: no final answer with the tool's output on stdout: {run}"
     );
-    // The mock: only this protocol's endpoint, the call, then its result.
-    let reqs = h.mock.requests();
+    // The mock: only this protocol's endpoint, the call, then its result
+    // (besides, for Vertex, one access token fetched for the whole run).
+    assert!(
+        h.mock.token_requests() <= 1,
+        "{who}: tokens fetched per request"
+    );
+    let reqs: Vec<RecordedRequest> = h
+        .mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path_and_query != "/token")
+        .collect();
     let paths: Vec<&str> = reqs.iter().map(|r| r.path_and_query.as_str()).collect();
     assert!(
         reqs.len() >= 2 && paths.iter().all(|p| (up.path)(p)),
@@ -521,6 +578,21 @@ async fn claude_code_via_azure() {
     claude_code_via(&AZURE).await;
 }
 
+#[tokio::test]
+async fn claude_code_via_bedrock() {
+    claude_code_via(&BEDROCK).await;
+}
+
+#[tokio::test]
+async fn claude_code_via_bedrock_invoke() {
+    claude_code_via(&BEDROCK_INVOKE).await;
+}
+
+#[tokio::test]
+async fn claude_code_via_vertex() {
+    claude_code_via(&VERTEX).await;
+}
+
 // === Codex ===
 
 #[tokio::test]
@@ -546,4 +618,9 @@ async fn codex_via_gemini() {
 #[tokio::test]
 async fn codex_via_azure() {
     codex_via(&AZURE).await;
+}
+
+#[tokio::test]
+async fn codex_via_bedrock() {
+    codex_via(&BEDROCK).await;
 }
