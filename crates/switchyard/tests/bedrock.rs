@@ -35,16 +35,6 @@ const CONVERSE_PATH: &str = "/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/
 const TEXT: &str = "Hello from the mock bedrock provider.";
 const INVOKE_TEXT: &str = "Hello from the mock anthropic provider.";
 
-async fn anthropic(h: &common::Harness, body: Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(h.url("/v1/messages"))
-        .header("anthropic-version", "2023-06-01")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
 async fn responses(h: &common::Harness, body: Value) -> reqwest::Response {
     reqwest::Client::new()
         .post(h.url("/v1/responses"))
@@ -117,7 +107,7 @@ async fn the_anthropic_and_responses_doors_to_converse() {
     let h = common::start(BEDROCK).await;
     let msg =
         json!({"model": "chat", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]});
-    let r = anthropic(&h, msg.clone()).await;
+    let r = h.messages(msg.clone()).await;
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["content"][0]["text"], TEXT, "{body}");
@@ -125,7 +115,7 @@ async fn the_anthropic_and_responses_doors_to_converse() {
 
     let mut stream = msg.clone();
     stream["stream"] = json!(true);
-    let text = anthropic(&h, stream).await.text().await.unwrap();
+    let text = h.messages(stream).await.text().await.unwrap();
     assert_eq!(anthropic_stream_text(&text), TEXT, "{text}");
     assert!(text.contains("event: message_stop"), "{text}");
 
@@ -255,7 +245,7 @@ async fn cached_tokens_are_priced_at_their_own_rates() {
 async fn invoke_passes_an_anthropic_client_through_and_translates_the_others() {
     let h = common::start(BEDROCK).await;
     let msg = json!({"model": "invoke", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]});
-    let r = anthropic(&h, msg.clone()).await;
+    let r = h.messages(msg.clone()).await;
     let status = r.status();
     let body: Value = r.json().await.unwrap();
     assert_eq!(status, 200, "{body}");
@@ -278,7 +268,7 @@ async fn invoke_passes_an_anthropic_client_through_and_translates_the_others() {
 
     let mut stream = msg.clone();
     stream["stream"] = json!(true);
-    let text = anthropic(&h, stream).await.text().await.unwrap();
+    let text = h.messages(stream).await.text().await.unwrap();
     assert_eq!(anthropic_stream_text(&text), INVOKE_TEXT, "{text}");
     assert!(text.contains("event: message_stop"), "{text}");
     assert!(!text.contains("amazon-bedrock-invocationMetrics"), "{text}");

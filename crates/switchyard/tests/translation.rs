@@ -236,16 +236,6 @@ async fn streamed_tool_calls_translate_with_ids_and_whole_arguments() {
 
 // === Anthropic client ===
 
-async fn messages(h: &common::Harness, body: Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(h.url("/v1/messages"))
-        .header("anthropic-version", "2023-06-01")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// Anthropic SSE body → (event names, concatenated text, stop_reason, output_tokens).
 fn anthropic_stream(body: &str) -> (Vec<String>, String, String, u64) {
     let (mut names, mut text, mut stop, mut out) = (Vec::new(), String::new(), String::new(), 0);
@@ -287,7 +277,7 @@ async fn anthropic_client_reaches_every_upstream() {
     )
     .unwrap();
     for (dep, provider, model) in LANES {
-        let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "system": "Be brief.", "messages": [{"role": "user", "content": "Hi"}]})).await;
+        let resp = h.messages(json!({"model": dep, "max_tokens": 100, "system": "Be brief.", "messages": [{"role": "user", "content": "Hi"}]})).await;
         assert_eq!(resp.status(), 200, "{dep}");
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body["content"][0]["text"], answer(provider), "{dep}");
@@ -303,7 +293,7 @@ async fn anthropic_client_reaches_every_upstream() {
         {
             assert!(body.get(key).is_some(), "{dep}: missing `{key}` in {body}");
         }
-        let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "Hi"}]})).await;
+        let resp = h.messages(json!({"model": dep, "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "Hi"}]})).await;
         let (names, text, stop, out) = anthropic_stream(&resp.text().await.unwrap());
         assert_eq!(
             names.first().map(String::as_str),
@@ -331,7 +321,7 @@ async fn anthropic_client_reaches_every_upstream() {
 async fn anthropic_to_anthropic_passes_the_body_through() {
     let h = common::start(THREE).await;
     let body = json!({"model": "an/claude", "max_tokens": 77, "metadata": {"user_id": "u-1"}, "service_tier": "auto", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]}]});
-    assert_eq!(messages(&h, body).await.status(), 200);
+    assert_eq!(h.messages(body).await.status(), 200);
     let sent = h.mock.requests()[0].json.clone().unwrap();
     assert_eq!(sent["model"], "claude-sonnet-4-5");
     // Everything the IR would not carry is still there.
@@ -348,7 +338,7 @@ async fn anthropic_client_tool_loop_across_every_upstream() {
     let h = common::start(THREE).await;
     let tools = json!([{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]);
     for (dep, _, _) in LANES {
-        let first: Value = messages(&h, json!({"model": dep, "max_tokens": 100, "tools": tools, "messages": [{"role": "user", "content": "Weather in Paris?"}]}))
+        let first: Value = h.messages(json!({"model": dep, "max_tokens": 100, "tools": tools, "messages": [{"role": "user", "content": "Weather in Paris?"}]}))
             .await
             .json()
             .await
@@ -363,7 +353,7 @@ async fn anthropic_client_tool_loop_across_every_upstream() {
             .clone();
         assert_eq!(tool_use["name"], "get_weather");
         assert_eq!(tool_use["input"], json!({"city": "mock"}), "{dep}");
-        let second: Value = messages(&h, json!({
+        let second: Value = h.messages(json!({
             "model": dep, "max_tokens": 100, "tools": tools,
             "messages": [
                 {"role": "user", "content": "Weather in Paris?"},
@@ -408,7 +398,7 @@ async fn anthropic_client_streams_tool_calls_with_tool_use_from_every_upstream()
             if let Some(f) = fault {
                 h.mock.script(vec![Behavior::fault(f)]);
             }
-            let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "stream": true, "tools": tools, "messages": [{"role": "user", "content": "Weather in Paris?"}]})).await;
+            let resp = h.messages(json!({"model": dep, "max_tokens": 100, "stream": true, "tools": tools, "messages": [{"role": "user", "content": "Weather in Paris?"}]})).await;
             let body = resp.text().await.unwrap();
             let (names, _, stop, _) = anthropic_stream(&body);
             assert_eq!(stop, "tool_use", "{dep} {fault:?}: {body}");
@@ -428,7 +418,7 @@ async fn anthropic_client_streams_tool_calls_with_tool_use_from_every_upstream()
     for (dep, provider, _) in LANES {
         h.mock
             .script(vec![Behavior::fault(switchyard_mock::Fault::NoTerminator)]);
-        let resp = messages(&h, json!({"model": dep, "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "Hi"}]})).await;
+        let resp = h.messages(json!({"model": dep, "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "Hi"}]})).await;
         let (names, text, stop, _) = anthropic_stream(&resp.text().await.unwrap());
         assert_eq!(
             (text.as_str(), stop.as_str()),
@@ -622,7 +612,7 @@ async fn made_up_ids_never_repeat_within_or_across_answers() {
         h.mock.script(vec![gemini_two_calls(stream)]);
         let body = json!({"model": "gm/gemini", "max_tokens": 100, "stream": stream,
             "tools": tools, "messages": conversation});
-        let resp = messages(&h, body).await;
+        let resp = h.messages(body).await;
         assert_eq!(resp.status(), 200);
         let text = resp.text().await.unwrap();
         let (id, uses) = if stream {
@@ -724,7 +714,7 @@ async fn translated_streams_survive_random_byte_splits() {
                 "{dep} drip {drip}: {oa}"
             );
             assert!(oa.ends_with("data: [DONE]\n\n"));
-            let an = messages(&h, json!({"model": dep, "max_tokens": 50, "stream": true, "provider_options": {"mock": mock}, "messages": [{"role": "user", "content": "Hi"}]})).await.text().await.unwrap();
+            let an = h.messages(json!({"model": dep, "max_tokens": 50, "stream": true, "provider_options": {"mock": mock}, "messages": [{"role": "user", "content": "Hi"}]})).await.text().await.unwrap();
             let (names, text, stop, _) = anthropic_stream(&an);
             assert_eq!(
                 (text.as_str(), stop.as_str()),
@@ -749,7 +739,7 @@ async fn upstream_errors_arrive_in_the_clients_envelope() {
     assert_eq!(resp.status(), 503);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "overloaded");
-    let resp = messages(&h, json!({"model": "an-once", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]})).await;
+    let resp = h.messages(json!({"model": "an-once", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]})).await;
     assert_eq!(resp.status(), 503);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(
@@ -786,11 +776,9 @@ async fn upstream_errors_arrive_in_the_clients_envelope() {
 #[tokio::test]
 async fn anthropic_door_rejects_bad_input_in_its_own_envelope() {
     let h = common::start(THREE).await;
-    let resp = messages(
-        &h,
-        json!({"model": "an/claude", "messages": [{"role": "user", "content": "Hi"}]}),
-    )
-    .await;
+    let resp = h
+        .messages(json!({"model": "an/claude", "messages": [{"role": "user", "content": "Hi"}]}))
+        .await;
     assert_eq!(resp.status(), 400);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["type"], "error");
@@ -799,8 +787,7 @@ async fn anthropic_door_rejects_bad_input_in_its_own_envelope() {
         .as_str()
         .unwrap()
         .contains("max_tokens"));
-    let resp = messages(
-        &h,
+    let resp = h.messages(
         json!({"model": "nope", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}),
     )
     .await;
@@ -817,7 +804,7 @@ async fn mid_stream_errors_end_with_an_error_event_in_each_dialect() {
     let oa = h.post(json!({"model": "an/claude", "messages": common::user("Hi"), "stream": true, "provider_options": {"mock": mock}})).await.text().await.unwrap();
     let last: Value = serde_json::from_str(&common::sse_data(&oa).pop().unwrap()).unwrap();
     assert_eq!(last["error"]["code"], "overloaded", "{oa}");
-    let an = messages(&h, json!({"model": "an/claude", "max_tokens": 5, "stream": true, "provider_options": {"mock": mock}, "messages": [{"role": "user", "content": "Hi"}]})).await.text().await.unwrap();
+    let an = h.messages(json!({"model": "an/claude", "max_tokens": 5, "stream": true, "provider_options": {"mock": mock}, "messages": [{"role": "user", "content": "Hi"}]})).await.text().await.unwrap();
     let (names, _, _, _) = anthropic_stream(&an);
     assert_eq!(names.last().map(String::as_str), Some("error"), "{an}");
     assert!(!names.contains(&"message_stop".to_owned()));

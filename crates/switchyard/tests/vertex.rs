@@ -42,16 +42,6 @@ async fn start() -> common::Harness {
     common::start_on(mock, VERTEX, "", dir).await
 }
 
-async fn anthropic(h: &common::Harness, body: Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(h.url("/v1/messages"))
-        .header("anthropic-version", "2023-06-01")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn gemini_on_vertex_from_the_openai_door() {
     let h = start().await;
@@ -95,7 +85,7 @@ async fn gemini_on_vertex_from_the_openai_door() {
 async fn claude_on_vertex_passes_an_anthropic_client_through_and_translates_others() {
     let h = start().await;
     let msg = json!({"model": "claude", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]});
-    let r = anthropic(&h, msg.clone()).await;
+    let r = h.messages(msg.clone()).await;
     let status = r.status();
     let body: Value = r.json().await.unwrap();
     assert_eq!(status, 200, "{body}");
@@ -118,7 +108,7 @@ async fn claude_on_vertex_passes_an_anthropic_client_through_and_translates_othe
 
     let mut stream = msg.clone();
     stream["stream"] = json!(true);
-    let text = anthropic(&h, stream).await.text().await.unwrap();
+    let text = h.messages(stream).await.text().await.unwrap();
     assert!(text.contains("event: message_stop"), "{text}");
     assert!(h
         .mock

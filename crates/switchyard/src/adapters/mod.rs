@@ -1,15 +1,17 @@
 //! ADAPTERS: the upstream side. Each provider is one module behind one
-//! interface (`provider::Provider`: URLs, authentication, fixed headers,
-//! errors, request encoding, embeddings, token counting); `Adapter` names
-//! them and `provider_for` is where they are registered (`openai` with
-//! its Azure flavor, `anthropic`, `gemini`).
+//! interface (`provider::Provider`: URLs, authentication after the body is
+//! built, fixed headers, errors, request encoding, answer and stream
+//! decoding with the stream's framing, embeddings, token counting);
+//! `provider_for` is where they are registered (`openai` with its Azure
+//! flavor, `anthropic`, `gemini`, `bedrock`, `vertex`).
 //!
 //! An attempt is: build the upstream body for this (client dialect, upstream
-//! protocol) pair (`body`), send it (`send`), classify a failure with the
-//! protocol's own error rules (`*/errors.rs`), and hand back either a whole
-//! answer already in the client's dialect (`convert`) or a stream opened up to
-//! its first event (`stream`). Same-dialect pairs pass bytes through; other
-//! pairs translate through the IR.
+//! protocol) pair (`body`), send it (`send`: the provider authorizes the
+//! final request), classify a failure with the protocol's own error rules
+//! (`*/errors.rs`), and hand back either a whole answer already in the
+//! client's dialect (`convert`) or a stream opened up to its first event
+//! (`stream`). Same-dialect pairs pass bytes through; other pairs translate
+//! through the IR.
 
 pub mod anthropic;
 pub mod bedrock;

@@ -273,6 +273,19 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// `POST /v1/messages` as an Anthropic client sends it.
+    pub async fn messages(&self, body: serde_json::Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(self.url("/v1/messages"))
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
 /// One OpenAI-protocol mock deployment behind route `chat`.
 pub const ONE_OPENAI: &str = r#"
 providers:
