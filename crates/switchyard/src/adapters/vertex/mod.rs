@@ -192,7 +192,7 @@ impl Provider for Vertex {
     fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
         let mut out = self.publisher.speaker().encode(dep, inbound)?;
         if self.publisher == Publisher::Anthropic {
-            out.body = anthropic_body(&out.body, true)?;
+            out.body = anthropic_body(&out.body)?;
         }
         Ok(out)
     }
@@ -289,12 +289,10 @@ impl Provider for Vertex {
 /// An Anthropic Messages body as `rawPredict` takes it: the model in the
 /// URL, `anthropic_version` in the body (`stream` stays: the method and the
 /// body both say it).
-fn anthropic_body(body: &[u8], drop_model: bool) -> Result<Vec<u8>, GatewayError> {
+fn anthropic_body(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
     let mut map: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(body).map_err(bad_json)?;
-    if drop_model {
-        map.remove("model");
-    }
+    map.remove("model");
     map.insert("anthropic_version".into(), ANTHROPIC_VERSION.into());
     serde_json::to_vec(&map).map_err(bad_json)
 }
@@ -314,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_claude_body_has_vertexs_version_and_no_model() {
-        let body = anthropic_body(br#"{"model":"m","stream":true,"max_tokens":5}"#, true).unwrap();
+        let body = anthropic_body(br#"{"model":"m","stream":true,"max_tokens":5}"#).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(
             v,
