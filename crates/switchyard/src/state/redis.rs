@@ -166,7 +166,8 @@ return {1, 0, unpack(used)}
 /// the slice becomes `carry` (cut to what is free if this instance's slice
 /// had already expired) plus at most `want`, at most half of what is free
 /// divided among the instances, and at most this instance's part of the
-/// share (the slice included). Returns per window: the count, the others' slices, the carry
+/// share (the slice included) — nothing when that part is under two
+/// requests' cost. Returns per window: the count, the others' slices, the carry
 /// and the extra granted.
 const LEASE: &str = concat!(
     r"
@@ -232,8 +233,11 @@ for w = 1, #KEYS / 2 do
     carry = math.max(0, room)
   end
   local extra = 0
-  local cap = math.floor(limit * share / peers) - carry
-  if want > 0 and room - carry > 0 and cap > 0 then
+  -- An instance whose share is under two requests holds nothing (a slice
+  -- of one, granted while its request asks here, would refuse that one).
+  local part = math.floor(limit * share / peers)
+  local cap = part - carry
+  if want > 0 and room - carry > 0 and cap > 0 and part >= 2 * least then
     extra = math.min(want, cap, math.floor((room - carry) / div))
     -- A slice too small for one request would only be kept from the others.
     if carry + extra < least then

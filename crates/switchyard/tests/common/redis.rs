@@ -337,29 +337,51 @@ impl Cluster {
 /// wait are queued with their own deadlines.
 pub struct DelayProxy {
     pub port: u16,
-    task: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl DelayProxy {
+    /// The hop runs on a thread of its own, so the test's own tasks (a
+    /// burst of clients) add no jitter to the latency it stands for.
     pub async fn start(target: u16, one_way: Duration) -> DelayProxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
-        let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
-                    continue;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let accept = async {
+                    while let Ok((client, _)) = listener.accept().await {
+                        let Ok(server) =
+                            tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                        else {
+                            continue;
+                        };
+                        // Small writes go at once both ways (Nagle would hold one
+                        // behind an unacknowledged other: a 40 ms stall).
+                        let _ = client.set_nodelay(true);
+                        let _ = server.set_nodelay(true);
+                        let (cr, cw) = client.into_split();
+                        let (sr, sw) = server.into_split();
+                        tokio::spawn(delayed(cr, sw, one_way));
+                        tokio::spawn(delayed(sr, cw, one_way));
+                    }
                 };
-                // Small writes go at once both ways (Nagle would hold one
-                // behind an unacknowledged other: a 40 ms stall).
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                tokio::spawn(delayed(cr, sw, one_way));
-                tokio::spawn(delayed(sr, cw, one_way));
-            }
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
         });
-        DelayProxy { port, task }
+        DelayProxy {
+            port,
+            stop: Some(stop),
+        }
     }
 
     pub fn url(&self) -> String {
@@ -369,7 +391,9 @@ impl DelayProxy {
 
 impl Drop for DelayProxy {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
     }
 }
 
