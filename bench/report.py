@@ -8,7 +8,10 @@ line) and meta.json (environment and idle RSS), all written by run.sh.
 Translated lanes are recorded with lane "t64-SUB" / "ts64-SUB" (SUB in
 TL_SUBS) and targets direct/switchyard; TTFB runs of translated lanes carry
 lane "ts64-SUB". Runs flagged "ref" are nginx runs of a plain lane made only
-as the CPU yardstick of the translated lanes; they stay out of the first table.
+as the CPU yardstick of the translated and cloud lanes; they stay out of the
+first table. Cloud lanes (CL_LANES: OpenAI door → Bedrock Converse / Vertex
+Gemini) have targets direct/nginx/switchyard and their own table; cloud.json
+holds the mock's counters (Vertex token requests, SigV4 verified/refused).
 """
 import json
 import os
@@ -42,6 +45,13 @@ TL_SUBS = ["oa2an", "oa2gm", "an2oa", "rs2oa"]
 TL_SUB_NAME = {"oa2an": "OpenAI→Anthropic", "oa2gm": "OpenAI→Gemini", "an2oa": "Anthropic→OpenAI",
                "rs2oa": "Responses→OpenAI"}
 TL_CPU_LIMIT = 3.0
+# cloud lanes (issue 24): OpenAI door → Bedrock Converse / Vertex Gemini on the mock, c=64;
+# the yardstick is nginx's CPU/request on the plain OpenAI lane of the same mode
+CL_LANES = ["b64", "bs64", "v64", "vs64"]
+CL_NAME = {"b64": "OpenAI → Bedrock Converse", "bs64": "OpenAI → Bedrock ConverseStream (20 chunks)",
+           "v64": "OpenAI → Vertex Gemini", "vs64": "OpenAI → Vertex Gemini stream (20 chunks)"}
+CL_REF = {"b64": "c64", "bs64": "s64", "v64": "c64", "vs64": "s64"}
+CL_CPU_LIMIT = 2.5
 
 
 def tl_name(lane):
@@ -100,6 +110,7 @@ def main():
             "p99": med(r["p99_ms"] for r in rs),
             "p999": med(r["p999_ms"] for r in rs),
             "cpu": med(r.get("cpu_us_per_req") for r in rs),
+            "mock_cpu": med(r.get("mock_cpu_us_per_req") for r in rs),
             "hwm": med(r.get("hwm_mib") for r in rs),
             "errors": sum(r["errors"] for r in rs),
             "ok": sum(r["ok"] for r in rs),
@@ -133,6 +144,19 @@ def main():
         if rs and any(l.startswith(mode + "-") for l in tl_run):
             nref[mode] = summarize(rs)
             nref[mode]["ref_only"] = all(r.get("ref") for r in rs)
+    # cloud lanes, and nginx's plain-lane yardstick per mode (its lane's runs or the "ref" runs)
+    cagg = {}
+    for t in ("direct", "nginx", "switchyard"):
+        for lane in CL_LANES:
+            rs = [r for r in runs if r["target"] == t and r["lane"] == lane]
+            if rs:
+                cagg[(t, lane)] = summarize(rs)
+    cl_run = [l for l in CL_LANES if any(k[1] == l for k in cagg)]
+    cref = {}  # plain lane -> (summary, {rep: cpu})
+    for plain in sorted({CL_REF[l] for l in cl_run}):
+        rs = [r for r in runs if r["target"] == "nginx" and r["lane"] == plain]
+        if rs:
+            cref[plain] = (summarize(rs), {r["rep"]: r.get("cpu_us_per_req") for r in rs})
 
     L = []
     L.append("# switchyard benchmark — latest run")
@@ -253,6 +277,62 @@ def main():
                          f"{a['p99']:.3f} | {fmt(dp50, 3, True)} | {fmt(dp99, 3, True)} | {a['n']} | {a['errors']} |")
         L.append("")
 
+    if cl_run:
+        L.append("## Cloud lanes: OpenAI door → Bedrock Converse / Vertex Gemini, c=64 (median of repeats)")
+        L.append("")
+        L.append("direct = load generator → mock with the request the gateway sends upstream (Bedrock: "
+                 "SigV4-signed before each run, one signature replayed for the run; Vertex: a bearer token "
+                 "minted once); nginx = the same through nginx; switchyard = an OpenAI chat request to the "
+                 "gateway, which translates, signs each request (Bedrock) or adds its cached token (Vertex) "
+                 "and decodes the event stream (ConverseStream). `× nginx plain` = CPU/request over "
+                 "nginx's on the plain OpenAI lane of the same mode in this run (the reference rows, the "
+                 f"target: switchyard ≤ {CL_CPU_LIMIT:g}×); `× nginx hop` = over nginx's on the same "
+                 "cloud request; `mock µs/req` = the mock's own CPU per request (its SigV4 check, "
+                 "event-stream encoding), the same upstream work for every target.")
+        L.append("")
+        L.append("| lane | target | req/s | spread | p50 ms | p99 ms | +p50 ms | +p99 ms | CPU µs/req | "
+                 "× nginx plain | × nginx hop | mock µs/req | peak RSS MiB | errors |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+
+        def crow(name, t, a, d, plain_cpu, hop_cpu):
+            dp50 = a["p50"] - d["p50"] if d and a is not d else None
+            dp99 = a["p99"] - d["p99"] if d and a is not d else None
+            x = lambda ref: "–" if not ref or a["cpu"] is None else f"{a['cpu'] / ref:.2f}×"
+            return (f"| {name} | {t} | {a['rps']:.0f} | ±{a['rps_spread'] / 2:.0f}% | "
+                    f"{fmt(a['p50'], 3)} | {fmt(a['p99'], 3)} | {fmt(dp50, 3, True)} | {fmt(dp99, 3, True)} | "
+                    f"{fmt(a['cpu'], 1)} | {x(plain_cpu)} | {x(hop_cpu)} | {fmt(a.get('mock_cpu'), 1)} | "
+                    f"{fmt(a['hwm'], 1)} | {a['errors']} |")
+
+        for plain in ("c64", "s64"):
+            mlanes = [l for l in cl_run if CL_REF[l] == plain]
+            if not mlanes:
+                continue
+            ref = cref.get(plain, (None, {}))[0]
+            if ref:
+                L.append(crow(f"OpenAI passthrough {LANE_NAME[plain]} (reference)", "nginx", ref, None, None, None))
+            for lane in mlanes:
+                d = cagg.get(("direct", lane))
+                n = cagg.get(("nginx", lane))
+                for t in ("direct", "nginx", "switchyard"):
+                    a = cagg.get((t, lane))
+                    if not a:
+                        continue
+                    plain_cpu = ref["cpu"] if ref and t != "direct" else None
+                    hop = n["cpu"] if n and t == "switchyard" else None
+                    L.append(crow(CL_NAME[lane], t, a, d, plain_cpu, hop))
+        L.append("")
+        cloud = json.load(open(os.path.join(raw, "cloud.json"))) if os.path.exists(os.path.join(raw, "cloud.json")) else None
+        if cloud:
+            L.append(f"Mock counters over the whole run (`GET /mock/stats`): Vertex token endpoint "
+                     f"**{cloud['gateway_token_requests']}** request(s) from the gateway in its "
+                     f"{cloud['gateway_seconds']} s (token lifetime {cloud['token_lifetime_s']} s; "
+                     f"{cloud['gateway_token_requests_before_runs']} before the first measured request, "
+                     f"{cloud['token_requests_during_runs']} during the runs) plus "
+                     f"{cloud['harness_token_requests']} by the harness (the direct baseline's token, before the "
+                     f"gateway started); SigV4 verified **{cloud['sigv4_verified']}**, refused "
+                     f"**{cloud['sigv4_rejected']}**; {cloud['mock_requests']} requests in all.")
+            L.append("")
+
     idle = meta.get("idle_rss_mib")
     L.append(f"switchyard idle RSS right after startup (VmRSS): **{fmt(idle, 1)} MiB**")
     L.append("")
@@ -322,6 +402,34 @@ def main():
             checks.append((name, f"{s['p50']:.3f} vs {d['p50']:.3f} ms = {delta * 1000:+.0f} µs", delta <= 1.0))
         else:
             checks.append((name, "TTFB run failed", None))
+
+    # cloud lanes: switchyard's CPU/request against nginx's on the plain lane of the same mode
+    for lane in cl_run:
+        plain = CL_REF[lane]
+        name = (f"Cloud CPU/request, {CL_NAME[lane]}: switchyard ≤ {CL_CPU_LIMIT:g}× nginx's "
+                f"(plain OpenAI lane {plain}, same run)")
+        s = cagg.get(("switchyard", lane))
+        ref, per_rep = cref.get(plain, (None, {}))
+        if s and s["cpu"] is not None and ref and ref["cpu"]:
+            r = s["cpu"] / ref["cpu"]
+            reps = [(x["rep"], x.get("cpu_us_per_req")) for x in runs if x["target"] == "switchyard" and x["lane"] == lane]
+            each = ", ".join(f"{c / per_rep[k]:.2f}×" for k, c in sorted(reps) if c and per_rep.get(k))
+            checks.append((name, f"{s['cpu']:.1f} / {ref['cpu']:.1f} µs = {r:.2f}× (per repeat {each})",
+                           r <= CL_CPU_LIMIT))
+        else:
+            checks.append((name, "no switchyard run" if not s else f"no nginx {plain} run", None))
+    cloud = json.load(open(os.path.join(raw, "cloud.json"))) if os.path.exists(os.path.join(raw, "cloud.json")) else None
+    if cloud and any(l in cl_run for l in ("v64", "vs64")):
+        vx = sum(x["ok"] for x in runs if x["target"] == "switchyard" and x["lane"] in ("v64", "vs64"))
+        g, want = cloud["gateway_token_requests"], cloud["expected_gateway_token_requests"]
+        checks.append(("Vertex: the mock's token endpoint is hit once per token lifetime, never on the request path",
+                       f"{g} token request(s) from the gateway in {cloud['gateway_seconds']} s (expected {want} "
+                       f"for a {cloud['token_lifetime_s']} s lifetime), {cloud['token_requests_during_runs']} during "
+                       f"the runs' {vx} measured Vertex requests", g == want))
+    if cloud and any(l in cl_run for l in ("b64", "bs64")):
+        checks.append(("Bedrock: every SigV4 signature verified by the mock, none refused",
+                       f"{cloud['sigv4_verified']} verified, {cloud['sigv4_rejected']} refused",
+                       cloud["sigv4_rejected"] == 0 and cloud["sigv4_verified"] > 0))
 
     # the defaults lane: reported beside the plain one (no target of its own; the governed
     # lane's bound is the yardstick)

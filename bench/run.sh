@@ -3,7 +3,8 @@
 # plus protocol-translating lanes (direct vs switchyard).
 # See bench/README.md. One command:   bench/run.sh
 # Knobs (env): DURATION (s, default 10), WARMUP (s, 2), REPEATS (3),
-#   LANES ("c1 c64 c256 s64 t64 ts64 g1 g64"), TTFB_N (300 requests per TTFB run, 0 = skip),
+#   LANES ("c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64"; opt-in: b64 bs64 v64 vs64, the cloud
+#   lanes), TTFB_N (300 requests per TTFB run, 0 = skip),
 #   C1_SLICES (5: the c=1 lane's DURATION runs as this many slices, targets taking turns),
 #   PIN (1 = pin the load generator to the last CPU; 0 = no pinning),
 #   SKIP_BUILD (1 = use the existing target/release/switchyard),
@@ -59,7 +60,8 @@ LOG_TAG=bench
 source "$BENCH/lib.sh"
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64|d64) ;; *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64|d64|b64|bs64|v64|vs64) ;;
+    *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 b64 bs64 v64 vs64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 [ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
@@ -179,6 +181,65 @@ tl_spec() {
 }
 has_lane() { [[ " $LANES " == *" $1 "* ]]; }
 
+# Cloud lanes (opt-in; c=64, the OpenAI door): b64 = Bedrock Converse, bs64 = ConverseStream
+# (20 chunks), v64 = Vertex Gemini generateContent, vs64 = streamGenerateContent (20 chunks).
+# Targets direct -> nginx -> switchyard. direct and nginx send the request the gateway itself
+# sends upstream (path, body, the headers it signs; captured once and copied), authenticated as
+# a client calling the cloud itself would be: Bedrock signed with SigV4 by bench/cloud_auth.py
+# for the target's host, at the current time, again right before every load run (the mock
+# refuses an X-Amz-Date more than 5 minutes off; one signature is replayed for the whole run,
+# so the client's signing cost is not in the load generator's loop); Vertex with a bearer token
+# the harness minted once from the same service account before the gateway started. nginx has
+# a `location /model/` that passes Host through (SigV4 signs it). The gateway's own providers:
+# mock-br (Converse), mock-brs (the same with `options: {mock: {chunks: 20}}`: a Converse body
+# carries no client provider_options), mock-vx (Vertex, token_uri at the mock).
+CL_LANES="b64 bs64 v64 vs64"
+BR_MODEL="anthropic.claude-sonnet-4-5-20250929-v1:0"
+BR_PATH="/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0"
+VX_PATH="/v1/projects/bench-project/locations/us-east5/publishers/google/models/gemini-2.5-flash"
+# The AWS documentation's example key pair, which the mock verifies against (not a secret).
+BR_AKID="AKIDEXAMPLE"
+BR_SECRET="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+VX_TOKEN=""
+CL_ON=0
+for l in $CL_LANES; do has_lane "$l" && CL_ON=1; done
+# cl_spec LANE TARGET -> T_PORT T_PATH T_BODY T_HDR (headers, one a line, besides content-type)
+# and T_KIND (protocol the answer is in: openai | converse | gemini). Signs Bedrock requests
+# now: call it right before the run that uses them.
+cl_spec() {
+  local lane=$1 target=$2 s=0 accept=application/json
+  case "$lane" in bs64|vs64) s=1; accept=text/event-stream;; esac
+  T_HDR=""
+  if [ "$target" = switchyard ]; then
+    T_PORT=$GW_PORT; T_KIND=openai; T_PATH=/v1/chat/completions
+    case "$lane" in
+      b64) T_BODY='{"model":"mock-br/claude",'"$TL_MSG"'}';;
+      bs64) T_BODY='{"model":"mock-brs/claude",'"$TL_MSG"',"stream":true}';;
+      v64) T_BODY='{"model":"mock-vx/gemini",'"$TL_MSG"'}';;
+      vs64) T_BODY='{"model":"mock-vx/gemini",'"$TL_MSG"',"stream":true,"provider_options":{"mock":{"chunks":20}}}';;
+    esac
+    return 0
+  fi
+  T_PORT=$MOCK_PORT; [ "$target" = nginx ] && T_PORT=$NGINX_PORT
+  T_BODY='{"messages":[{"role":"user","content":[{"text":"Hello"}]}]'
+  case "$lane" in
+    b64|bs64)
+      T_KIND=converse; T_PATH="$BR_PATH/converse"
+      [ "$s" = 1 ] && { T_PATH="$BR_PATH/converse-stream"; T_BODY+=',"mock":{"chunks":20}'; }
+      T_BODY+='}'
+      T_HDR="accept: $accept"$'\n'"$(python3 "$BENCH/cloud_auth.py" sigv4 --host "127.0.0.1:$T_PORT" \
+        --path "$T_PATH" --body "$T_BODY" --access-key "$BR_AKID" --secret-key "$BR_SECRET" \
+        --header 'content-type: application/json' --header "accept: $accept")" \
+        || die "cloud_auth.py sigv4 failed";;
+    v64|vs64)
+      T_KIND=gemini; T_BODY='{"contents":[{"role":"user","parts":[{"text":"Hello"}]}]'
+      if [ "$s" = 1 ]; then T_PATH="$VX_PATH:streamGenerateContent?alt=sse"; T_BODY+=',"mock":{"chunks":20}'
+      else T_PATH="$VX_PATH:generateContent"; fi
+      T_BODY+='}'
+      T_HDR="accept: $accept"$'\n'"authorization: Bearer $VX_TOKEN";;
+  esac
+}
+
 # mock
 "$BIN" mock --listen "127.0.0.1:$MOCK_PORT" >"$RAW/mock.log" 2>&1 &
 MOCK_PID=$!; PIDS+=("$MOCK_PID")
@@ -186,6 +247,18 @@ wait_port "$MOCK_PORT" "$MOCK_PID" mock
 
 # nginx (own prefix, pid file, config; not the system service)
 NGINX_WORKERS="${NGINX_WORKERS:-2}"
+# The cloud lanes' Bedrock requests are SigV4-signed for the Host the client sent: pass it through.
+NGX_CLOUD=""
+if [ "$CL_ON" = 1 ]; then
+  NGX_CLOUD='
+        location /model/ {
+            proxy_pass http://mock;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_buffering off;
+        }'
+fi
 nginx_conf bench/run.sh "$NGINX_WORKERS" 8192 <<EOF
     upstream mock {
         server 127.0.0.1:$MOCK_PORT;
@@ -199,7 +272,7 @@ nginx_conf bench/run.sh "$NGINX_WORKERS" 8192 <<EOF
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_buffering off;
-        }
+        }$NGX_CLOUD
     }
 }
 EOF
@@ -255,6 +328,52 @@ sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen
     -e "s|^usage: .*|usage: { store: sqlite, path: $RES/defaults.db }|" \
     "$RES/switchyard.yaml" >"$RES/defaults.yaml"
 grep -q "defaults.db" "$RES/defaults.yaml" || die "defaults.yaml: no usage store"
+# The cloud lanes' providers go into the plain gateway only (added after the configs above were
+# derived from it, so no other gateway signs or fetches a token), and only when a cloud lane runs.
+if [ "$CL_ON" = 1 ]; then
+  command -v openssl >/dev/null || apt_install openssl   # cloud_auth.py's RS256 assertion
+  # The test service account (google-auth's public test key) with its token_uri at the mock.
+  python3 - "$ROOT/fixtures/providers/vertex/oauth/service_account.test.json" \
+    "http://127.0.0.1:$MOCK_PORT/token" "$RES/vertex-sa.json" <<'PY'
+import json, sys
+sa = json.load(open(sys.argv[1]))
+sa["token_uri"] = sys.argv[2]
+json.dump(sa, open(sys.argv[3], "w"), indent=1)
+PY
+  python3 - "$RES/switchyard.yaml" "$MOCK_PORT" "$BR_MODEL" "$RES/vertex-sa.json" <<'PY'
+import sys
+path, port, model, sa = sys.argv[1:5]
+br = f"protocol: bedrock, region: us-east-1, base_url: http://127.0.0.1:{port}, credentials: {{ env_prefix: BENCH_AWS }}"
+add = {
+    "  mock-gm:": [
+        f"  mock-br: {{ {br} }}",
+        f"  mock-brs: {{ {br}, options: {{ mock: {{ chunks: 20 }} }} }}",
+        f"  mock-vx: {{ protocol: vertex, project: bench-project, location: us-east5, "
+        f"base_url: http://127.0.0.1:{port}, credentials: {{ file: {sa} }} }}",
+    ],
+    "  - { id: mock-gm/gemini,": [
+        f'  - {{ id: mock-br/claude, provider: mock-br, model: "{model}" }}',
+        f'  - {{ id: mock-brs/claude, provider: mock-brs, model: "{model}", capabilities: [streaming] }}',
+        "  - { id: mock-vx/gemini, provider: mock-vx, model: gemini-2.5-flash }",
+    ],
+}
+out = []
+for line in open(path).read().splitlines():
+    out.append(line)
+    for k, v in add.items():
+        if line.startswith(k):
+            out.extend(v)
+open(path, "w").write("\n".join(out) + "\n")
+PY
+  grep -q "mock-vx/gemini" "$RES/switchyard.yaml" || die "switchyard.yaml: no cloud providers"
+  export BENCH_AWS_ACCESS_KEY_ID="$BR_AKID" BENCH_AWS_SECRET_ACCESS_KEY="$BR_SECRET"
+  # The direct baseline's Vertex token, minted before the gateway starts: the mock's token
+  # requests from here on are the gateway's.
+  VX_TOKEN="$(python3 "$BENCH/cloud_auth.py" vertex-token --sa "$RES/vertex-sa.json")" \
+    || die "could not mint the direct baseline's Vertex token"
+  curl -s "http://127.0.0.1:$MOCK_PORT/mock/stats" >"$RAW/mock-stats-harness.json"
+  date +%s >"$RAW/cloud-gw-start"
+fi
 # The governed lane's client key (the others have no key_env).
 export SWITCHYARD_BENCH_KEY="$GOV_KEY"
 start_gateway switchyard "$RES/switchyard.yaml" "$ADMIN_PORT" "$GW_PORT"; SY_PID=$STARTED_PID
@@ -316,23 +435,52 @@ fi
 # Translated lanes: each request once (direct and through the gateway), checking status 200, the
 # answer's shape in its protocol and, for streams, >= 20 content events and a proper ending
 # (OpenAI "data: [DONE]", Anthropic "event: message_stop", Gemini last frame with finishReason).
-check_req() { # NAME KIND STREAM(0/1) URL BODY [HEADER]
-  local name=$1 kind=$2 s=$3 url=$4 body=$5 hdr=${6:-} code
+check_req() { # NAME KIND STREAM(0/1) URL BODY [HEADERS, one a line]
+  local name=$1 kind=$2 s=$3 url=$4 body=$5 hdr=${6:-} code h
   local args=(-s --max-time 10 -o "$RAW/smoke.out" -w '%{http_code}' -H 'content-type: application/json')
-  [ -n "$hdr" ] && args+=(-H "$hdr")
+  while IFS= read -r h; do [ -n "$h" ] && args+=(-H "$h"); done <<<"$hdr"
   code="$(curl "${args[@]}" -d "$body" "$url" || true)"
   [ "$code" = 200 ] || { head -c 600 "$RAW/smoke.out" >&2; echo >&2; die "smoke $name: $url answered ${code:-nothing}"; }
   python3 - "$RAW/smoke.out" "$kind" "$s" <<'PY' || die "smoke $name: bad answer from $url (see bench/results/raw/smoke.out)"
-import json, sys
+import json, struct, sys, zlib
 path, kind, stream = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-text = open(path, encoding="utf-8").read()
+raw = open(path, "rb").read()
+text = raw.decode("utf-8", "replace")
 def fail(msg):
     print(f"  {msg}; answer starts: {text[:300]!r}", file=sys.stderr); sys.exit(1)
+if kind == "converse" and stream:
+    # application/vnd.amazon.eventstream: prelude (total, headers length, CRC), headers,
+    # payload, message CRC; headers name-len, name, type, value (7 = string).
+    frames, i = [], 0
+    while i < len(raw):
+        if len(raw) - i < 16:
+            fail("truncated event-stream frame")
+        total, hlen, pcrc = struct.unpack_from(">III", raw, i)
+        frame = raw[i:i + total]
+        if len(frame) != total or zlib.crc32(frame[:8]) != pcrc or \
+                zlib.crc32(frame[:-4]) != struct.unpack(">I", frame[-4:])[0]:
+            fail("bad event-stream frame (length or CRC)")
+        hs, j = {}, 12
+        while j < 12 + hlen:
+            n = frame[j]; name = frame[j + 1:j + 1 + n].decode(); t = frame[j + 1 + n]; j += 2 + n
+            size = {0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16}.get(t)
+            if size is None:
+                size = struct.unpack_from(">H", frame, j)[0]; j += 2
+            hs[name] = frame[j:j + size].decode("utf-8", "replace") if t == 7 else None; j += size
+        frames.append((hs.get(":event-type"), json.loads(frame[12 + hlen:-4] or b"{}")))
+        i += total
+    frames or fail("no event-stream frames")
+    n = sum(1 for e, p in frames if e == "contentBlockDelta" and p.get("delta", {}).get("text"))
+    any(e == "messageStop" for e, _ in frames) or fail("no messageStop event")
+    frames[-1][0] == "metadata" or fail("stream does not end with the metadata event")
+    n >= 20 or fail(f"{n} content events (want >= 20: does the mock field reach the mock?)")
+    sys.exit(0)
 if not stream:
     j = json.loads(text)
     got = {"openai": lambda: j["choices"][0]["message"]["content"],
            "anthropic": lambda: j["content"][0]["text"],
            "responses": lambda: [p["text"] for i in j["output"] if i["type"] == "message" for p in i["content"]][0],
+           "converse": lambda: j["output"]["message"]["content"][0]["text"],
            "gemini": lambda: j["candidates"][0]["content"]["parts"][0]["text"]}[kind]
     try:
         ok = bool(got())
@@ -377,6 +525,18 @@ if has_lane t64 || has_lane ts64; then
   done
   log "translated lanes: every request answered 200 with a complete answer"
 fi
+if [ "$CL_ON" = 1 ]; then
+  for lane in $CL_LANES; do
+    s=0; case "$lane" in bs64|vs64) s=1;; esac
+    for target in direct nginx switchyard; do
+      cl_spec "$lane" "$target"
+      check_req "$lane/$target" "$T_KIND" "$s" "http://127.0.0.1:$T_PORT$T_PATH" "$T_BODY" "$T_HDR"
+    done
+  done
+  log "cloud lanes: every request answered 200 with a complete answer (direct, nginx, switchyard)"
+  curl -s "http://127.0.0.1:$MOCK_PORT/mock/stats" >"$RAW/mock-stats-start.json"
+  log "mock before the runs: $(cat "$RAW/mock-stats-start.json")"
+fi
 
 # ---------------------------------------------------------------- measuring helpers
 target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; defaults) echo "$DEF_PORT";; esac; }
@@ -397,12 +557,13 @@ proxy_pids() {
 lane_conc() { case "$1" in c1|g1) echo 1;; c64|s64|g64) echo 64;; c256) echo 256;; esac; }
 lane_body() { case "$1" in s64) echo "$BODY_S";; *) echo "$BODY_NS";; esac; }
 
-# loadgen URL CONC SECONDS BODY OUTFILE [HEADER] -> normalized JSON on OUTFILE
+# loadgen URL CONC SECONDS BODY OUTFILE [HEADERS, one a line] -> normalized JSON on OUTFILE
 loadgen() {
-  local url=$1 conc=$2 secs=$3 body=$4 out=$5 hdr=${6:-}
-  local hargs=()
+  local url=$1 conc=$2 secs=$3 body=$4 out=$5 hdr=${6:-} h
+  local hargs=() hlist=()
+  while IFS= read -r h; do [ -n "$h" ] && hlist+=("$h"); done <<<"$hdr"
   if [ "$LOADGEN" = oha ]; then
-    [ -n "$hdr" ] && hargs=(-H "$hdr")
+    for h in "${hlist[@]}"; do hargs+=(-H "$h"); done
     "${PINNER[@]}" "$OHA" --no-tui --output-format json -z "${secs}s" -c "$conc" -m POST \
       -H 'content-type: application/json' "${hargs[@]}" -d "$body" "$url" >"$out.raw" 2>"$out.err" || true
     python3 - "$out.raw" "$secs" >"$out" <<'PY'
@@ -421,7 +582,7 @@ print(json.dumps({"ok": ok, "errors": (total_codes - ok) + (errs - cut), "rps": 
                   "p50_ms": ms(lp.get("p50")), "p99_ms": ms(lp.get("p99")), "p999_ms": ms(lp.get("p99.9"))}))
 PY
   else
-    [ -n "$hdr" ] && hargs=("$hdr")
+    hargs=("${hlist[@]}")
     "${PINNER[@]}" wrk -t1 -c "$conc" -d "${secs}s" --timeout 10s -s "$BENCH/wrk.lua" "$url" -- "$body" "${hargs[@]}" \
       >"$out.raw" 2>"$out.err" || true
     python3 - "$out.raw" >"$out" <<'PY'
@@ -455,30 +616,32 @@ PY
 # ---------------------------------------------------------------- the runs
 # measure TARGET LANE URL CONC BODY HEADER REP [REF]: warm-up, then one measured run -> runs.jsonl.
 # REF=1 marks an nginx run of a plain OpenAI lane that is only there as the CPU reference of the
-# translated lanes (its lane was not in LANES); report.py keeps it out of the load-lane table.
+# translated and cloud lanes (its lane was not in LANES); report.py keeps it out of the load-lane table.
 measure() {
   local target=$1 lane=$2 url=$3 conc=$4 body=$5 hdr=$6 rep=$7 ref=${8:-0}
-  local tag="$target-$lane-r$rep" pids t0 t1 hwm
+  local tag="$target-$lane-r$rep" pids t0 t1 m0 m1 hwm
   [ "$ref" = 1 ] && tag="$tag-ref"
   if [ "$WARMUP" -gt 0 ]; then loadgen "$url" "$conc" "$WARMUP" "$body" "$RAW/$tag.warm.json" "$hdr"; fi
   pids="$(proxy_pids "$target")"
   # shellcheck disable=SC2086
   hwm_reset $pids
   # shellcheck disable=SC2086
-  t0="$(cpu_ticks $pids)"
+  t0="$(cpu_ticks $pids)"; m0="$(cpu_ticks "$MOCK_PID")"
   loadgen "$url" "$conc" "$DURATION" "$body" "$RAW/$tag.json" "$hdr"
   # shellcheck disable=SC2086
-  t1="$(cpu_ticks $pids)"
+  t1="$(cpu_ticks $pids)"; m1="$(cpu_ticks "$MOCK_PID")"
   # shellcheck disable=SC2086
   hwm="$(hwm_kib $pids)"
   python3 - "$RAW/$tag.json" "$target" "$lane" "$rep" "$((t1 - t0))" "$(getconf CLK_TCK)" "$hwm" "$pids" "$ref" \
-    >>"$RAW/runs.jsonl" <<'PY'
+    "$((m1 - m0))" >>"$RAW/runs.jsonl" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-target, lane, rep, ticks, hz, hwm, pids, ref = sys.argv[2:10]
+target, lane, rep, ticks, hz, hwm, pids, ref, mticks = sys.argv[2:11]
 r.update(target=target, lane=lane, rep=int(rep))
 if ref == "1":
     r["ref"] = True
+# the mock's own CPU per request (the same upstream work for every target of a lane)
+r["mock_cpu_us_per_req"] = int(mticks) / int(hz) * 1e6 / r["ok"] if r["ok"] else None
 if pids.strip():
     r["cpu_us_per_req"] = int(ticks) / int(hz) * 1e6 / r["ok"] if r["ok"] else None
     r["hwm_mib"] = int(hwm) / 1024.0
@@ -568,31 +731,50 @@ ttfb_run() {
   log "ttfb $target${lane:+ $lane} r$rep: $out"
 }
 
+# The plain OpenAI lane whose nginx CPU/request is a translated or cloud lane's yardstick.
+ref_lane() { case "$1" in t64|b64|v64) echo c64;; ts64|bs64|vs64) echo s64;; esac; }
+# When that lane is not in LANES: one nginx-only run of it per repeat (before the first lane
+# that needs it), logged as "(reference)".
+declare -A REF_DONE=()
+ref_run() { # PLAIN_LANE REP
+  has_lane "$1" && return 0
+  [ -n "${REF_DONE[$1-$2]:-}" ] && return 0
+  REF_DONE[$1-$2]=1
+  measure nginx "$1" "http://127.0.0.1:$NGINX_PORT/v1/chat/completions" 64 "$(lane_body "$1")" "" "$2" 1
+}
 NRUNS=0
+REFS=""
 for lane in $LANES; do
   case "$lane" in
-    t64|ts64) NRUNS=$((NRUNS + 6)); ref=c64; [ "$lane" = ts64 ] && ref=s64
-              has_lane "$ref" || NRUNS=$((NRUNS + 1));;
+    t64|ts64) NRUNS=$((NRUNS + 8));;
     g64|h64|o64|d64) NRUNS=$((NRUNS + 2));;
     *) NRUNS=$((NRUNS + 3));;
   esac
+  ref="$(ref_lane "$lane")"
+  if [ -n "$ref" ] && ! has_lane "$ref" && [[ " $REFS " != *" $ref "* ]]; then
+    REFS+=" $ref"; NRUNS=$((NRUNS + 1))
+  fi
 done
 log "lanes: $LANES; $REPEATS repeats x $NRUNS runs x (${WARMUP}+${DURATION}) s ≈ $(( REPEATS * NRUNS * (WARMUP + DURATION) / 60 + 1 )) min"
 for rep in $(seq "$REPEATS"); do
   for lane in $LANES; do
     case "$lane" in
       t64|ts64)
-        # nginx's CPU/request on the plain OpenAI lane of the same mode is the yardstick; measure it
-        # here if that lane is not part of this run.
-        ref=c64; [ "$lane" = ts64 ] && ref=s64
-        if ! has_lane "$ref"; then
-          measure nginx "$ref" "http://127.0.0.1:$NGINX_PORT/v1/chat/completions" 64 "$(lane_body "$ref")" "" "$rep" 1
-        fi
+        # nginx's CPU/request on the plain OpenAI lane of the same mode is the yardstick.
+        ref_run "$(ref_lane "$lane")" "$rep"
         for sub in $TL_SUBS; do
           for target in direct switchyard; do
             tl_spec "$lane" "$sub" "$target"
             measure "$target" "$lane-$sub" "http://127.0.0.1:$T_PORT$T_PATH" 64 "$T_BODY" "$T_HDR" "$rep"
           done
+        done;;
+      b64|bs64|v64|vs64)
+        # OpenAI door -> Bedrock Converse / Vertex Gemini, against the same upstream request sent
+        # directly and through nginx; the yardstick is nginx's plain lane of the same mode.
+        ref_run "$(ref_lane "$lane")" "$rep"
+        for target in direct nginx switchyard; do
+          cl_spec "$lane" "$target"   # signs Bedrock requests now, for this run
+          measure "$target" "$lane" "http://127.0.0.1:$T_PORT$T_PATH" 64 "$T_BODY" "$T_HDR" "$rep"
         done;;
       c1|g1)
           targets=(direct nginx switchyard); [ "$lane" = g1 ] && targets=(direct switchyard governed)
@@ -700,6 +882,33 @@ print(json.dumps({"requests": int(total("switchyard_requests_total{")),
                   "spans": got["spans"], "exports": got["requests"]}))
 PY
   log "traced: $(cat "$RAW/traced.json")"
+fi
+if [ "$CL_ON" = 1 ]; then
+  # The mock's counters over the whole run: the Vertex token endpoint's requests (the harness's
+  # one for the direct baseline, minted before the gateway started, then the gateway's) against
+  # one per token lifetime, and the SigV4 checks (none may be refused).
+  curl -s "http://127.0.0.1:$MOCK_PORT/mock/stats" >"$RAW/mock-stats-end.json"
+  python3 - "$RAW" "$(cat "$RAW/cloud-gw-start")" "$(date +%s)" >"$RAW/cloud.json" <<'PY'
+import json, os, sys
+raw, started, ended = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+st = {k: json.load(open(os.path.join(raw, f"mock-stats-{k}.json"))) for k in ("harness", "start", "end")}
+lifetime = 3599  # the mock's expires_in
+# The gateway fetches the next token five minutes before the current one expires (half its
+# lifetime when that is shorter): one at startup, then one per refresh period.
+period = lifetime - 300 if lifetime - 300 >= lifetime / 2 else lifetime / 2
+h = st["harness"]["token_requests"]
+print(json.dumps({
+    "harness_token_requests": h,
+    "gateway_token_requests": st["end"]["token_requests"] - h,
+    "gateway_token_requests_before_runs": st["start"]["token_requests"] - h,
+    "token_requests_during_runs": st["end"]["token_requests"] - st["start"]["token_requests"],
+    "tokens_issued": st["end"]["tokens_issued"],
+    "gateway_seconds": ended - started, "token_lifetime_s": lifetime,
+    "expected_gateway_token_requests": 1 + int((ended - started) // period),
+    "sigv4_verified": st["end"]["sigv4_verified"], "sigv4_rejected": st["end"]["sigv4_rejected"],
+    "mock_requests": st["end"]["requests"]}))
+PY
+  log "cloud: $(cat "$RAW/cloud.json")"
 fi
 STORE_BIN="$ROOT/target/release/examples/usage_writer"
 if [ -x "$STORE_BIN" ] && [ "$STORE_ROWS" -gt 0 ]; then
