@@ -6,7 +6,8 @@ use crate::faults::{self, full, Body};
 use crate::render::{self, Ctx, Rendered, StreamOpts};
 use crate::server::{Raw, Shared};
 use crate::{
-    anthropic, bedrock, embeddings, fixtures, gemini, openai, responses, sigv4, tokens, vertex,
+    anthropic, bedrock, embeddings, fixtures, flavors, gemini, openai, responses, sigv4, sts,
+    tokens, vertex,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
@@ -43,6 +44,8 @@ enum Route {
     Models(Proto),
     /// Vertex's OAuth2 token endpoint (`POST /token`).
     Token,
+    /// AWS STS (`POST /`, `Action=AssumeRoleWithWebIdentity`).
+    Sts,
     /// `GET /mock/stats`: the mock's counters (for a benchmark running the mock apart).
     Stats,
     NotFound,
@@ -140,6 +143,7 @@ fn route(method: &Method, path: &str) -> Route {
         "/v1/messages" => return api(Proto::Anthropic, Op::Chat, None, false),
         "/v1/messages/count_tokens" => return api(Proto::Anthropic, Op::Count, None, false),
         "/token" => return Route::Token,
+        "/" => return Route::Sts,
         _ => {}
     }
     if let Some(r) = bedrock_route(path).or_else(|| vertex_route(path)) {
@@ -251,6 +255,7 @@ fn sigv4_error(r: sigv4::Rejection, seq: u64) -> Response<Body> {
     let (ty, message) = match r {
         sigv4::Rejection::InvalidSignature(m) => ("InvalidSignatureException", m),
         sigv4::Rejection::UnrecognizedClient(m) => ("UnrecognizedClientException", m),
+        sigv4::Rejection::ExpiredToken(m) => ("ExpiredTokenException", m),
     };
     bedrock::error_response(403, ty, bedrock::CORAL_NS, &message, seq, [])
 }
@@ -365,7 +370,9 @@ pub(crate) async fn handle(
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let body: Bytes = body.collect().await.map_err(io::Error::other)?.to_bytes();
-    let route = route(&parts.method, parts.uri.path());
+    // `/{flavor}/…`: an OpenAI-compatible provider's quirks on the OpenAI routes.
+    let (flavor, path) = flavors::split_path(parts.uri.path());
+    let route = route(&parts.method, path);
     if let Route::Stats = route {
         // Not recorded, no behavior: reading the counters changes none of them.
         return Ok(faults::response(
@@ -391,7 +398,7 @@ pub(crate) async fn handle(
             Some(Proto::Anthropic)
         }
         Route::Models(proto) => Some(*proto),
-        Route::Token | Route::Stats | Route::NotFound => None,
+        Route::Token | Route::Sts | Route::Stats | Route::NotFound => None,
     };
     // A model list (a gateway's key check) does not take the next scripted
     // behavior: the script is for the API calls a test makes.
@@ -427,6 +434,7 @@ pub(crate) async fn handle(
             let now = crate::time::unix_secs(shared.now());
             return Ok(vertex::token(&shared.vertex, &parts.headers, &body, now));
         }
+        Route::Sts => return Ok(sts::answer(&shared, &body)),
         Route::Models(_) => {
             let proto = proto.unwrap_or(Proto::OpenAi);
             let keys = shared.valid_keys();
@@ -455,19 +463,20 @@ pub(crate) async fn handle(
         } => (proto, op, model, stream),
     };
     if proto.is_bedrock() {
-        let creds = shared.aws_credentials();
         let path_and_query = parts
             .uri
             .path_and_query()
             .map_or_else(|| parts.uri.path(), |p| p.as_str());
-        let checked = sigv4::verify(
-            &creds,
-            parts.method.as_str(),
-            path_and_query,
-            &parts.headers,
-            &body,
-            shared.now(),
-        );
+        let checked = sts::signing_credentials(&shared, &parts.headers).and_then(|creds| {
+            sigv4::verify(
+                &creds,
+                parts.method.as_str(),
+                path_and_query,
+                &parts.headers,
+                &body,
+                shared.now(),
+            )
+        });
         let counter = match checked {
             Ok(()) => &shared.sigv4_verified,
             Err(_) => &shared.sigv4_rejected,
@@ -553,6 +562,14 @@ pub(crate) async fn handle(
             seq,
         ));
     }
+    if let Some(refused) = flavor.and_then(|f| flavors::refusal(f, &json, conv.stream)) {
+        return Ok(match refused {
+            flavors::Refusal::Fixture(name) => {
+                envelope_response(name, &b).expect("flavor fixtures are embedded")
+            }
+            flavors::Refusal::Message(m) => own_error(Some(proto), 400, &m, seq),
+        });
+    }
     let b = converse_cache(&shared, proto, &conv, b);
     let ans = crate::answer::decide(proto, &conv, &b, seq);
     let opts = StreamOpts {
@@ -569,6 +586,9 @@ pub(crate) async fn handle(
             .max(1),
     };
     let mut rendered = render::render(proto, &conv, &ans, ctx, opts);
+    if let Some(f) = flavor {
+        flavors::reshape(f, &mut rendered, &json, b.reasoning.as_deref());
+    }
     if proto.is_bedrock() {
         // Built with the message in the payload: the frame's length and CRCs cover it.
         rendered.midstream_error = render::fixed(bedrock::stream_exception(

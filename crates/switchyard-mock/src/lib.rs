@@ -43,7 +43,8 @@
 //! | `POST /model/{modelId}/invoke-with-response-stream` | the same as event-stream `chunk` frames |
 //! | `POST /model/{modelId}/count-tokens` | `{"inputTokens":N}` for `{"input":{"converse":{…}}}` or `{"input":{"invokeModel":{"body":"<base64>"}}}` |
 //! | `POST /token` | Vertex's OAuth2 token endpoint (JWT-bearer grant) |
-//! | `GET /mock/stats` | the counters, for a mock in another process: `{"requests", "abandoned_bodies", "sigv4_verified", "sigv4_rejected", "token_requests", "tokens_issued"}` (the [`MockServer`] methods of those names); not recorded, takes no behavior |
+//! | `POST /` | AWS STS `AssumeRoleWithWebIdentity` (form body, XML answer; see the Amazon Bedrock section) |
+//! | `GET /mock/stats` | the counters, for a mock in another process: `{"requests", "abandoned_bodies", "sigv4_verified", "sigv4_rejected", "token_requests", "tokens_issued", "sts_requests", "sts_credentials_issued"}` (the [`MockServer`] methods of those names); not recorded, takes no behavior |
 //! | `POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/google/models/{m}:generateContent` (`:streamGenerateContent?alt=sse`, `:countTokens`) | Gemini on Vertex |
 //! | `POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict` (`:streamRawPredict`) | Claude on Vertex; `…/models/count-tokens:rawPredict` counts (model in the body) |
 //! | anything else | 404, OpenAI-style JSON error |
@@ -184,6 +185,20 @@
 //!   `UnrecognizedClientException` (an unknown access key id). Counted by
 //!   [`MockServer::sigv4_verified`] / [`MockServer::sigv4_rejected`]. Bedrock API keys
 //!   (`Authorization: Bearer`) are not accepted; [`MockServer::set_valid_keys`] does not apply.
+//! * **STS** (`POST /`, for `AWS_ENDPOINT_URL_STS`): `AssumeRoleWithWebIdentity` as the AWS
+//!   SDKs send it (form `Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=
+//!   arn:aws:iam::<12 digits>:role/<name>&RoleSessionName=…&WebIdentityToken=…`, unsigned)
+//!   answers STS's XML with temporary credentials (`ASIAMOCK000000000001`, …, a secret, a
+//!   session token, `Expiration` [`MockServer::set_sts_lifetime`] seconds ahead on the
+//!   mock's clock, default 3600). Those are accepted for SigV4 on the Bedrock routes beside
+//!   the [`MockServer::set_aws_credentials`] ones — with their session token — until they
+//!   expire (then 403 `ExpiredTokenException`). A token other than
+//!   [`MockServer::set_web_identity_token`]'s (default [`DEFAULT_WEB_IDENTITY_TOKEN`]) is a
+//!   400 `InvalidIdentityToken` that does not repeat it; a missing parameter
+//!   `ValidationError`, another action `InvalidAction`. Counted by
+//!   [`MockServer::sts_requests`]; issued sets in [`MockServer::sts_credentials`]. STS
+//!   takes `latency_ms`, `drop` and `hang` from a header or default behavior, never the
+//!   script.
 //! * **Converse** bodies are validated as Bedrock does (400 `ValidationException`): no
 //!   `model` key, `messages[]` of `user`/`assistant` starting with `user` and alternating,
 //!   `content` always an array of one-key blocks (`text`, `image`, `document`, `toolUse`,
@@ -306,6 +321,7 @@ mod embeddings;
 mod eventstream;
 mod faults;
 pub mod fixtures;
+mod flavors;
 mod gemini;
 mod handler;
 mod json;
@@ -314,6 +330,7 @@ mod render;
 mod responses;
 mod server;
 mod sigv4;
+mod sts;
 mod text;
 mod time;
 mod tokens;
@@ -323,6 +340,7 @@ mod vertex;
 pub use behavior::{Behavior, Fault, ToolLoop, BEDROCK_STREAM_EXCEPTIONS};
 pub use server::{MockServer, RecordedRequest, MAX_RECORDED};
 pub use sigv4::AwsCredentials;
+pub use sts::{DEFAULT_STS_LIFETIME_SECS, DEFAULT_WEB_IDENTITY_TOKEN};
 pub use vertex::{DEFAULT_SERVICE_ACCOUNT, DEFAULT_TOKEN_LIFETIME_SECS};
 
 /// Environment variable [`run`] reads a default [`Behavior`] (JSON) from.

@@ -3,7 +3,7 @@
 use crate::behavior::Behavior;
 use crate::handler;
 use crate::sigv4::AwsCredentials;
-use crate::vertex;
+use crate::{sts, vertex};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri};
 use hyper::server::conn::http1;
@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     pub token_requests: AtomicUsize,
     /// Bedrock Converse cache prefixes already written (see the crate docs).
     pub cache_seen: Mutex<HashSet<u64>>,
+    /// STS `AssumeRoleWithWebIdentity`: the token it takes, what it issued.
+    pub sts: Mutex<sts::State>,
 }
 
 impl Shared {
@@ -138,13 +140,19 @@ impl Shared {
     /// The counters `GET /mock/stats` answers.
     pub(crate) fn stats(&self) -> serde_json::Value {
         let minted = self.vertex.lock().expect("vertex lock").minted;
+        let (sts_requests, sts_issued) = {
+            let st = self.sts.lock().expect("sts lock");
+            (st.requests, st.count)
+        };
         serde_json::json!({
             "requests": self.count.load(Ordering::Relaxed),
             "abandoned_bodies": self.abandoned.load(Ordering::Relaxed),
             "sigv4_verified": self.sigv4_verified.load(Ordering::Relaxed),
             "sigv4_rejected": self.sigv4_rejected.load(Ordering::Relaxed),
             "token_requests": self.token_requests.load(Ordering::Relaxed),
-            "tokens_issued": minted
+            "tokens_issued": minted,
+            "sts_requests": sts_requests,
+            "sts_credentials_issued": sts_issued
         })
     }
 
@@ -184,6 +192,7 @@ impl MockServer {
             vertex: Mutex::new(vertex::State::default()),
             token_requests: AtomicUsize::new(0),
             cache_seen: Mutex::new(HashSet::new()),
+            sts: Mutex::new(sts::State::default()),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         Ok(MockServer {
@@ -231,6 +240,7 @@ impl MockServer {
         self.shared.sigv4_verified.store(0, Ordering::Relaxed);
         self.shared.sigv4_rejected.store(0, Ordering::Relaxed);
         self.shared.token_requests.store(0, Ordering::Relaxed);
+        self.shared.sts.lock().expect("sts lock").requests = 0;
     }
 
     /// Run the mock's clock from `t` on (`None`: the system clock). It is what the SigV4
@@ -297,6 +307,40 @@ impl MockServer {
     pub fn tokens_issued(&self) -> usize {
         let minted = self.shared.vertex.lock().expect("vertex lock").minted;
         usize::try_from(minted).unwrap_or(usize::MAX)
+    }
+
+    /// The web identity token STS `AssumeRoleWithWebIdentity` (`POST /`) accepts (default
+    /// [`DEFAULT_WEB_IDENTITY_TOKEN`](crate::DEFAULT_WEB_IDENTITY_TOKEN); `None`: any
+    /// non-empty token). Others get a 400 `InvalidIdentityToken`.
+    pub fn set_web_identity_token(&self, token: Option<&str>) {
+        self.shared.sts.lock().expect("sts lock").web_identity_token = token.map(str::to_owned);
+    }
+
+    /// How long the credentials STS issues from now on live, in seconds (default
+    /// [`DEFAULT_STS_LIFETIME_SECS`](crate::DEFAULT_STS_LIFETIME_SECS)); the Bedrock routes
+    /// refuse them (403 `ExpiredTokenException`) once the mock's clock reaches their
+    /// `Expiration`.
+    pub fn set_sts_lifetime(&self, secs: u64) {
+        self.shared.sts.lock().expect("sts lock").lifetime_secs = secs;
+    }
+
+    /// STS `AssumeRoleWithWebIdentity` requests, granted or not (since start or the last
+    /// [`clear_requests`](Self::clear_requests)).
+    pub fn sts_requests(&self) -> usize {
+        self.shared.sts.lock().expect("sts lock").requests
+    }
+
+    /// Every set of temporary credentials STS issued, in order (access key ids
+    /// `ASIAMOCK000000000001`, …; each with its secret and session token).
+    pub fn sts_credentials(&self) -> Vec<AwsCredentials> {
+        let st = self.shared.sts.lock().expect("sts lock");
+        let mut all: Vec<AwsCredentials> = st
+            .issued
+            .values()
+            .map(|i| (*i.credentials).clone())
+            .collect();
+        all.sort_by(|a, b| a.access_key_id.cmp(&b.access_key_id));
+        all
     }
 
     /// Queue behaviors for the next requests (consumed in order, before any other source).

@@ -70,6 +70,9 @@ pub enum Rejection {
     InvalidSignature(String),
     /// `UnrecognizedClientException`: an access key id the mock does not know.
     UnrecognizedClient(String),
+    /// `ExpiredTokenException`: temporary credentials (issued by the mock's STS) past their
+    /// expiry.
+    ExpiredToken(String),
 }
 
 /// Allowed distance between the request's `X-Amz-Date` and the mock's clock.

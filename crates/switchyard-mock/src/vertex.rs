@@ -106,7 +106,7 @@ const BAD_SIGNATURE: &str = "Invalid JWT Signature.";
 const BAD_TIME: &str = "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.";
 
 /// Decode a `application/x-www-form-urlencoded` value.
-fn form_decode(s: &str) -> Option<String> {
+pub(crate) fn form_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

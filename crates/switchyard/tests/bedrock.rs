@@ -378,3 +378,409 @@ async fn a_broken_stream_ends_with_an_error_not_a_clean_finish() {
         assert!(text.contains("\"error\""), "{fault:?}: {text}");
     }
 }
+
+// === hostile clients and failing upstreams ===
+
+/// A budgeted client on priced Converse and InvokeModel deployments.
+const PRICED: &str = r#"
+providers:
+  bedrock:
+    protocol: bedrock
+    region: us-east-1
+    base_url: "{mock}"
+    credentials: { env_prefix: MOCK_AWS }
+models:
+  - { id: bedrock/claude, provider: bedrock, model: "anthropic.claude-sonnet-4-5-20250929-v1:0", capabilities: [streaming], pricing: { input: 100, output: 300 } }
+  - { id: bedrock/claude-invoke, provider: bedrock, model: "anthropic.claude-haiku-4-5-20251001-v1:0", api: invoke, capabilities: [streaming], pricing: { input: 100, output: 300 } }
+routes:
+  chat: { targets: [bedrock/claude] }
+  invoke: { targets: [bedrock/claude-invoke] }
+clients:
+  - { id: team, key_env: CLIENT_KEY, budget: { usd: 100, per: day } }
+"#;
+
+/// Open an OpenAI-door stream as the budgeted client, read it until
+/// `enough` holds, then drop the connection (the user pressed Esc).
+async fn read_then_close(h: &common::Harness, model: &str, enough: &str) -> String {
+    let http = reqwest::Client::new();
+    let mut resp = http
+        .post(h.url("/v1/chat/completions"))
+        .bearer_auth("client-secret")
+        .json(&json!({"model": model, "stream": true, "max_tokens": 200,
+                      "messages": common::user("Tell me about the weather in Paris today, please.")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{model}");
+    let mut seen = String::new();
+    let read = async {
+        while let Some(chunk) = resp.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if common::sse_text(&seen).contains(enough) {
+                return;
+            }
+        }
+        panic!("{model}: the stream ended before `{enough}`: {seen}");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the content arrives");
+    drop(resp);
+    drop(http);
+    seen
+}
+
+/// A client that leaves a ConverseStream (and an InvokeModel stream) after
+/// the answer's text: the gateway stops the upstream call (the mock sees
+/// its body dropped), and the client is charged what it received — the
+/// decision line, the usage row and the budget agree, `client_closed`,
+/// estimated. The stalled upstream would never end the stream by itself.
+#[tokio::test]
+async fn a_stream_the_client_leaves_is_charged_and_the_bedrock_call_stopped() {
+    // ConverseStream: messageStart + 6 text deltas; InvokeModel:
+    // message_start, content_block_start + 6 text deltas. Then nothing.
+    for (route, events) in [("chat", 7), ("invoke", 8)] {
+        let h = common::start(PRICED).await;
+        h.mock.set_default(Behavior {
+            chunk_delay_ms: 40,
+            ..Behavior::fault(Fault::Stall).after(events)
+        });
+        let seen = read_then_close(&h, route, "provider.").await;
+        assert!(!seen.contains("[DONE]"), "{route}: {seen}");
+        let d = h.decision(0).await;
+        assert_eq!(d["outcome"], "client_closed", "{route}: {d}");
+        assert_eq!(d["usage_estimated"], true, "{route}: {d}");
+        assert_eq!(d["status"], 499, "{route}: {d}");
+        let (input, output) = (
+            d["tokens"]["input"].as_u64().unwrap(),
+            d["tokens"]["output"].as_u64().unwrap(),
+        );
+        assert!(input >= 8, "{route}: the prompt is charged: {d}");
+        // "Hello from the mock bedrock|anthropic provider.": about 7 tokens.
+        assert!(
+            (6..=9).contains(&output),
+            "{route}: the text relayed is charged: {d}"
+        );
+        let cost = d["cost_usd"].as_f64().unwrap();
+        let want = (input as f64 * 100.0 + output as f64 * 300.0) / 1e6;
+        assert!((cost - want).abs() < 1e-9, "{route}: {cost} vs {want}: {d}");
+        common::charges::closed_and_charged(&h, route, cost, output).await;
+        // The gateway goes on serving.
+        h.mock.set_default(Behavior::default());
+        let r = reqwest::Client::new()
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth("client-secret")
+            .json(&json!({"model": route, "messages": common::user("hi")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{route}");
+    }
+}
+
+/// `n` > 1 through the OpenAI door: Bedrock answers one choice, so the
+/// request is the client's 400 `invalid_request` naming `n`, whole or
+/// streamed, Converse or InvokeModel — and nothing goes upstream.
+#[tokio::test]
+async fn several_choices_are_refused_naming_n_before_bedrock_is_called() {
+    let h = common::start(BEDROCK).await;
+    for route in ["chat", "invoke"] {
+        for n in [2, 50] {
+            for stream in [false, true] {
+                let r = h
+                    .post(json!({"model": route, "n": n, "stream": stream,
+                                 "messages": common::user("hi")}))
+                    .await;
+                let status = r.status();
+                let v: Value = r.json().await.unwrap();
+                let what = format!("{route} n={n} stream={stream}: {v}");
+                assert_eq!(status, 400, "{what}");
+                assert_eq!(v["error"]["code"], "invalid_request", "{what}");
+                assert_eq!(v["error"]["param"], "n", "{what}");
+                let message = v["error"]["message"].as_str().unwrap();
+                assert!(message.contains(&format!("n = {n}")), "{what}");
+            }
+        }
+    }
+    assert_eq!(h.mock.request_count(), 0, "nothing was sent");
+    // n = 1 is one choice.
+    let r = h
+        .post(json!({"model": "chat", "n": 1, "messages": common::user("hi")}))
+        .await;
+    assert_eq!(r.status(), 200);
+}
+
+/// Fields a client adds to choose another model, or to lift the output
+/// cap it was metered for, never reach Converse that way: unknown
+/// top-level fields (`modelId`, `inferenceConfig`,
+/// `additionalModelRequestFields`, `extra_body`) are not sent; the
+/// Converse keys that carry the model or the cap are refused in
+/// `provider_options` like the gateway's own keys are (400 naming them,
+/// nothing sent); a model-native field in `additionalModelRequestFields`
+/// is added beside the gateway's own. The URL always names the route's
+/// model.
+#[tokio::test]
+async fn smuggled_fields_never_choose_the_model_nor_lift_the_cap() {
+    let h = common::start(BEDROCK).await;
+    let other = "anthropic.claude-opus-4-1-20250805-v1:0";
+    // Top-level fields the OpenAI door does not know, on every door.
+    let smuggled = json!({
+        "modelId": other,
+        "inferenceConfig": {"maxTokens": 100000},
+        "additionalModelRequestFields": {"model": other, "max_tokens": 100000},
+        "extra_body": {"model": other, "modelId": other}
+    });
+    let mut chat = json!({"model": "chat", "max_tokens": 20, "messages": common::user("hi")});
+    let mut messages =
+        json!({"model": "chat", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]});
+    let mut resp_body = json!({"model": "chat", "max_output_tokens": 20, "input": "hi"});
+    for body in [&mut chat, &mut messages, &mut resp_body] {
+        for (k, v) in smuggled.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+    }
+    assert_eq!(h.post(chat).await.status(), 200);
+    assert_eq!(h.messages(messages).await.status(), 200);
+    assert_eq!(responses(&h, resp_body).await.status(), 200);
+    let sent = h.mock.requests();
+    assert_eq!(sent.len(), 3);
+    for r in &sent {
+        assert_eq!(r.path_and_query, CONVERSE_PATH);
+        let body = r.json.as_ref().unwrap();
+        for key in ["modelId", "model", "extra_body"] {
+            assert!(body.get(key).is_none(), "{key} sent: {body}");
+        }
+        assert_eq!(body["inferenceConfig"]["maxTokens"], 20, "{body}");
+        assert!(
+            body.get("additionalModelRequestFields")
+                .is_none_or(|a| a.get("model").is_none() && a.get("max_tokens").is_none()),
+            "{body}"
+        );
+    }
+
+    // Through provider_options: refused, naming the key.
+    for (options, param) in [
+        (json!({"modelId": other}), "provider_options.modelId"),
+        (
+            json!({"inferenceConfig": {"maxTokens": 100000}}),
+            "provider_options.inferenceConfig",
+        ),
+        (
+            json!({"additionalModelRequestFields": {"model": other}}),
+            "provider_options.additionalModelRequestFields.model",
+        ),
+        (
+            json!({"additionalModelRequestFields": {"max_tokens": 100000}}),
+            "provider_options.additionalModelRequestFields.max_tokens",
+        ),
+        (
+            json!({"additionalModelRequestFields": {"inferenceConfig": {"maxTokens": 100000}}}),
+            "provider_options.additionalModelRequestFields.inferenceConfig.maxTokens",
+        ),
+        (json!({"model": other}), "provider_options.model"),
+    ] {
+        for stream in [false, true] {
+            let r = h
+                .post(json!({"model": "chat", "max_tokens": 20, "stream": stream,
+                             "messages": common::user("hi"), "provider_options": options}))
+                .await;
+            let status = r.status();
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(status, 400, "{options}: {v}");
+            assert_eq!(v["error"]["code"], "invalid_request", "{options}: {v}");
+            assert_eq!(v["error"]["param"], param, "{options}: {v}");
+        }
+    }
+    assert_eq!(h.mock.request_count(), 3, "nothing more was sent");
+
+    // A model-native field is added beside the gateway's own (top_k from
+    // an Anthropic client), which it does not replace.
+    let r = h
+        .messages(json!({"model": "chat", "max_tokens": 20, "top_k": 3,
+                         "messages": [{"role": "user", "content": "hi"}],
+                         "provider_options": {"additionalModelRequestFields": {"top_k": 40, "custom_native": {"a": 1}}}}))
+        .await;
+    assert_eq!(r.status(), 200);
+    let sent = h.mock.requests().last().unwrap().clone();
+    assert_eq!(sent.path_and_query, CONVERSE_PATH);
+    let body = sent.json.unwrap();
+    assert_eq!(
+        body["additionalModelRequestFields"],
+        json!({"top_k": 3, "custom_native": {"a": 1}}),
+        "{body}"
+    );
+    assert_eq!(body["inferenceConfig"]["maxTokens"], 20, "{body}");
+}
+
+/// Throttling on one deployment: retried there (`attempts: 2`), then the
+/// next target answers; with no other target the client gets 429
+/// `rate_limited`.
+#[tokio::test]
+async fn a_throttled_bedrock_deployment_is_retried_then_falls_back() {
+    let yaml = r#"
+providers:
+  throttled:
+    protocol: bedrock
+    region: us-east-1
+    base_url: "{mock}"
+    credentials: { env_prefix: MOCK_AWS }
+    options: { mock: { fixture: "bedrock/error_429_throttling" } }
+  healthy:
+    protocol: bedrock
+    region: us-east-1
+    base_url: "{mock}"
+    credentials: { env_prefix: MOCK_AWS }
+models:
+  - { id: throttled/claude, provider: throttled, model: "anthropic.claude-sonnet-4-5-20250929-v1:0", capabilities: [streaming] }
+  - { id: healthy/nova, provider: healthy, model: "us.amazon.nova-micro-v1:0", capabilities: [streaming] }
+routes:
+  chat: { targets: [throttled/claude, healthy/nova], retry: { attempts: 2, base: 10ms, max: 20ms } }
+  alone: { targets: [throttled/claude], retry: { attempts: 2, base: 10ms, max: 20ms } }
+"#;
+    let claude = CONVERSE_PATH;
+    let nova = "/model/us.amazon.nova-micro-v1%3A0/converse";
+    for stream in [false, true] {
+        let h = common::start(yaml).await;
+        let r = h
+            .post(json!({"model": "chat", "stream": stream, "messages": common::user("hi")}))
+            .await;
+        assert_eq!(r.status(), 200, "stream={stream}");
+        let text = r.text().await.unwrap();
+        let answer = if stream {
+            common::sse_text(&text)
+        } else {
+            serde_json::from_str::<Value>(&text).unwrap()["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(answer, TEXT, "stream={stream}: {text}");
+        let paths: Vec<String> = h
+            .mock
+            .requests()
+            .iter()
+            .map(|r| r.path_and_query.replace("/converse-stream", "/converse"))
+            .collect();
+        assert_eq!(paths, [claude, claude, nova], "stream={stream}");
+        let d = h.decision(0).await;
+        let attempts: Vec<(&str, &str)> = d["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["deployment"].as_str().unwrap_or_default(),
+                    a["outcome"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            attempts,
+            [
+                ("throttled/claude", "rate_limited"),
+                ("throttled/claude", "rate_limited"),
+                ("healthy/nova", "ok")
+            ],
+            "{d}"
+        );
+
+        let h = common::start(yaml).await;
+        let r = h
+            .post(json!({"model": "alone", "stream": stream, "messages": common::user("hi")}))
+            .await;
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (status.as_u16(), v["error"]["code"].as_str()),
+            (429, Some("rate_limited")),
+            "stream={stream}: {v}"
+        );
+        assert_eq!(h.mock.request_count(), 2, "retried once, stream={stream}");
+    }
+}
+
+/// Each exception frame after the stream started ends the client's
+/// stream with the contract's error event carrying that exception's code
+/// (OpenAI `data: {"error":…}`, no `[DONE]`; Anthropic `event: error`) —
+/// "Input is too long" inside a stream is `context_too_long` too.
+#[tokio::test]
+async fn each_stream_exception_ends_the_stream_with_its_error_code() {
+    let h = common::start(BEDROCK).await;
+    for (exception, code) in [
+        ("throttlingException", "rate_limited"),
+        ("serviceUnavailableException", "overloaded"),
+        ("validationException", "context_too_long"),
+        ("modelStreamErrorException", "upstream_error"),
+        ("internalServerException", "upstream_error"),
+        ("modelTimeoutException", "timeout"),
+    ] {
+        let b = || Behavior {
+            bedrock_exception: Some(exception.into()),
+            ..Behavior::fault(Fault::MidstreamError).after(3)
+        };
+        h.mock.set_default(b());
+        let text = h
+            .post(json!({"model": "chat", "stream": true, "messages": common::user("hi")}))
+            .await
+            .text()
+            .await
+            .unwrap();
+        let data = common::sse_data(&text);
+        assert!(
+            !common::sse_text(&text).is_empty(),
+            "{exception}: text first: {text}"
+        );
+        assert!(!text.contains("[DONE]"), "{exception}: {text}");
+        let last: Value = serde_json::from_str(data.last().unwrap()).unwrap();
+        assert_eq!(last["error"]["code"], code, "{exception}: {text}");
+
+        let text = h
+            .messages(json!({"model": "chat", "stream": true, "max_tokens": 50,
+                             "messages": [{"role": "user", "content": "hi"}]}))
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert!(text.contains("event: error"), "{exception}: {text}");
+        assert!(!text.contains("event: message_stop"), "{exception}: {text}");
+    }
+}
+
+/// Converse answers name no model: the gateway's answer names the model
+/// that served (never an empty string, never the route), whole and in
+/// every chunk, on the OpenAI and Anthropic doors.
+#[tokio::test]
+async fn the_answer_names_the_bedrock_model_that_served() {
+    let h = common::start(BEDROCK).await;
+    let model = "anthropic.claude-sonnet-4-5-20250929-v1:0";
+    let v: Value = h
+        .post(json!({"model": "chat", "messages": common::user("hi")}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["model"], model, "{v}");
+    let text = h
+        .post(json!({"model": "chat", "stream": true, "messages": common::user("hi")}))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let chunks: Vec<Value> = common::sse_data(&text)
+        .iter()
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    assert!(!chunks.is_empty(), "{text}");
+    for c in &chunks {
+        assert_eq!(c["model"], model, "{c}");
+    }
+    let v: Value = h
+        .messages(json!({"model": "chat", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["model"], model, "{v}");
+    let d = h.decision(0).await;
+    assert_eq!(d["attempts"][0]["deployment"], "bedrock/claude", "{d}");
+}

@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use switchyard_mock::{Behavior, MockServer};
+use switchyard_mock::{Behavior, Fault, MockServer};
 
 const VERTEX: &str = r#"
 providers:
@@ -211,4 +211,239 @@ async fn vertex_errors_keep_their_codes() {
             .unwrap();
         assert_eq!(v["error"]["code"], code, "{fixture}: {v}");
     }
+}
+
+// === hostile clients ===
+
+/// [`VERTEX`] with prices and a budgeted client.
+const PRICED: &str = r#"
+providers:
+  vertex:
+    protocol: vertex
+    project: test-project
+    location: us-east5
+    base_url: "{mock}"
+    credentials: { file: "{dir}/sa.json" }
+models:
+  - { id: vertex/gemini, provider: vertex, model: gemini-2.5-pro, capabilities: [streaming], pricing: { input: 100, output: 300 } }
+  - { id: vertex/claude, provider: vertex, model: "claude-sonnet-4-5@20250929", capabilities: [streaming], pricing: { input: 100, output: 300 } }
+routes:
+  gemini: { targets: [vertex/gemini] }
+  claude: { targets: [vertex/claude] }
+clients:
+  - { id: team, key_env: CLIENT_KEY, budget: { usd: 100, per: day } }
+"#;
+
+/// The gateway on `yaml` with the test service account.
+async fn start_yaml(yaml: &str) -> common::Harness {
+    let mock = MockServer::start("127.0.0.1:0").await.unwrap();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let mut sa: Value = serde_json::from_str(&std::fs::read_to_string(SA).unwrap()).unwrap();
+    sa["token_uri"] = json!(format!("{}/token", mock.base_url()));
+    std::fs::write(dir.path().join("sa.json"), sa.to_string()).unwrap();
+    common::start_on(mock, yaml, "", dir).await
+}
+
+/// The generation calls the mock received (not the token endpoint's).
+fn model_calls(h: &common::Harness) -> Vec<switchyard_mock::RecordedRequest> {
+    h.mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path_and_query.starts_with("/v1/projects/"))
+        .collect()
+}
+
+/// A client that leaves a Vertex stream (Gemini SSE, Claude's
+/// `streamRawPredict`) once it has some text: the gateway stops the
+/// upstream call (the mock sees the body dropped) and charges what the
+/// client received — `client_closed`, estimated, the same cost in the
+/// decision line, the usage row and the budget.
+#[tokio::test]
+async fn a_vertex_stream_the_client_leaves_is_charged_and_the_call_stopped() {
+    // Gemini: five of its six text frames (the last one carries the
+    // usage); Claude: message_start, content_block_start, ping and five
+    // deltas. Then nothing, the connection open.
+    for (route, events, enough) in [("gemini", 5, " gemini"), ("claude", 8, " anthropic")] {
+        let h = start_yaml(PRICED).await;
+        h.mock.set_default(Behavior {
+            chunk_delay_ms: 40,
+            ..Behavior::fault(Fault::Stall).after(events)
+        });
+        let http = reqwest::Client::new();
+        let mut resp = http
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth("client-secret")
+            .json(&json!({"model": route, "stream": true, "max_tokens": 200,
+                          "messages": common::user("Tell me about the weather in Paris today, please.")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{route}");
+        let mut seen = String::new();
+        let read = async {
+            while let Some(chunk) = resp.chunk().await.unwrap() {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if common::sse_text(&seen).ends_with(enough) {
+                    return;
+                }
+            }
+            panic!("{route}: the stream ended early: {seen}");
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), read)
+            .await
+            .expect("the content arrives");
+        drop(resp);
+        drop(http);
+        let d = h.decision(0).await;
+        assert_eq!(d["outcome"], "client_closed", "{route}: {d}");
+        assert_eq!(d["usage_estimated"], true, "{route}: {d}");
+        assert_eq!(d["status"], 499, "{route}: {d}");
+        let (input, output) = (
+            d["tokens"]["input"].as_u64().unwrap(),
+            d["tokens"]["output"].as_u64().unwrap(),
+        );
+        assert!(input >= 8, "{route}: the prompt is charged: {d}");
+        // "Hello from the mock gemini|anthropic": about 5 tokens.
+        assert!((4..=7).contains(&output), "{route}: what was relayed: {d}");
+        let cost = d["cost_usd"].as_f64().unwrap();
+        let want = (input as f64 * 100.0 + output as f64 * 300.0) / 1e6;
+        assert!((cost - want).abs() < 1e-9, "{route}: {cost} vs {want}");
+        common::charges::closed_and_charged(&h, route, cost, output).await;
+    }
+}
+
+/// `n` through the OpenAI door: Claude on Vertex answers one choice (400
+/// `invalid_request` naming `n`, whole or streamed, nothing sent); Gemini
+/// on Vertex as Gemini: several whole answers as `candidateCount`, a
+/// stream of several refused.
+#[tokio::test]
+async fn several_choices_on_vertex_follow_each_publisher() {
+    let h = start().await;
+    let refused = [
+        ("claude", 2, false),
+        ("claude", 2, true),
+        ("claude", 50, false),
+        ("claude", 50, true),
+        ("gemini", 2, true),
+        ("gemini", 50, true),
+    ];
+    for (route, n, stream) in refused {
+        let r = h
+            .post(json!({"model": route, "n": n, "stream": stream, "messages": common::user("hi")}))
+            .await;
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        let what = format!("{route} n={n} stream={stream}: {v}");
+        assert_eq!(status, 400, "{what}");
+        assert_eq!(v["error"]["code"], "invalid_request", "{what}");
+        assert_eq!(v["error"]["param"], "n", "{what}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("n = {n}")),
+            "{what}"
+        );
+    }
+    assert!(model_calls(&h).is_empty(), "nothing was sent");
+    let two = json!({
+        "candidates": [
+            {"content": {"parts": [{"text": "one"}], "role": "model"}, "finishReason": "STOP", "index": 0},
+            {"content": {"parts": [{"text": "two"}], "role": "model"}, "finishReason": "STOP", "index": 1}
+        ],
+        "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4, "totalTokenCount": 7, "trafficType": "ON_DEMAND"},
+        "modelVersion": "gemini-2.5-pro"
+    });
+    h.mock.script(vec![Behavior::status(200, two.to_string())]);
+    let r = h
+        .post(json!({"model": "gemini", "n": 2, "messages": common::user("hi")}))
+        .await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    let texts: Vec<&str> = body["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["message"]["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(texts, ["one", "two"], "{body}");
+    let sent = model_calls(&h).pop().unwrap();
+    assert_eq!(
+        sent.json.as_ref().unwrap()["generationConfig"]["candidateCount"],
+        2
+    );
+}
+
+/// Fields a client adds to reach another model never change the Vertex
+/// URL's model nor reach the body as a model: unknown top-level fields
+/// (`modelId`, `publisher`, `extra_body`) are dropped in translation, an
+/// Anthropic client's `model` and `anthropic_version` are the gateway's,
+/// and `provider_options` cannot name a model or the output cap.
+#[tokio::test]
+async fn smuggled_fields_never_choose_the_vertex_model() {
+    let h = start().await;
+    let other = "claude-opus-4-1@20250805";
+    let smuggled = json!({"modelId": other, "publisher": "anthropic", "endpoint": other,
+                          "extra_body": {"model": other}});
+    let gemini_path = "/v1/projects/test-project/locations/us-east5/publishers/google/models/gemini-2.5-pro:generateContent";
+    let claude_path = "/v1/projects/test-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict";
+    for (route, path) in [("gemini", gemini_path), ("claude", claude_path)] {
+        let mut body = json!({"model": route, "max_tokens": 20, "messages": common::user("hi")});
+        for (k, v) in smuggled.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = h.post(body).await;
+        assert_eq!(r.status(), 200, "{route}");
+        let sent = model_calls(&h).pop().unwrap();
+        assert_eq!(sent.path_and_query, path);
+        let upstream = sent.json.unwrap();
+        for key in ["model", "modelId", "publisher", "endpoint", "extra_body"] {
+            assert!(upstream.get(key).is_none(), "{route}: {key} in {upstream}");
+        }
+    }
+    // An Anthropic client's body goes to rawPredict nearly as it came:
+    // still not its model, nor its API version.
+    let r = h
+        .messages(json!({"model": "claude", "max_tokens": 20,
+                         "anthropic_version": "vertex-2099-01-01",
+                         "messages": [{"role": "user", "content": "hi"}]}))
+        .await;
+    assert_eq!(r.status(), 200);
+    let sent = model_calls(&h).pop().unwrap();
+    assert_eq!(sent.path_and_query, claude_path);
+    let upstream = sent.json.unwrap();
+    assert!(upstream.get("model").is_none(), "{upstream}");
+    assert_eq!(upstream["anthropic_version"], "vertex-2023-10-16");
+    assert_eq!(upstream["max_tokens"], 20);
+    // provider_options may not name the model or lift the cap.
+    let before = model_calls(&h).len();
+    for (route, options, param) in [
+        ("claude", json!({"model": other}), "provider_options.model"),
+        (
+            "claude",
+            json!({"max_tokens": 100000}),
+            "provider_options.max_tokens",
+        ),
+        ("gemini", json!({"model": other}), "provider_options.model"),
+        (
+            "gemini",
+            json!({"generationConfig": {"maxOutputTokens": 100000}}),
+            "provider_options.generationConfig",
+        ),
+    ] {
+        let r = h
+            .post(
+                json!({"model": route, "max_tokens": 20, "messages": common::user("hi"),
+                         "provider_options": options}),
+            )
+            .await;
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (status.as_u16(), v["error"]["param"].as_str()),
+            (400, Some(param)),
+            "{route}: {v}"
+        );
+    }
+    assert_eq!(model_calls(&h).len(), before, "nothing more was sent");
 }

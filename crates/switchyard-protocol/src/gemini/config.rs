@@ -78,28 +78,33 @@ pub(super) struct ThinkingConfig {
 /// Gemini accepts at most 5 stop sequences; later ones are dropped.
 const MAX_STOP: usize = 5;
 
-/// Function declarations; Google Search when the client asked for the
-/// provider's web search and declared no functions (Gemini models refuse
-/// the two together, so with functions the search is left out and the
-/// gateway names it as dropped).
-pub(super) fn tools(tools: &[ir::Tool], web_search: bool) -> Vec<OutTool<'_>> {
-    if tools.is_empty() {
-        return if web_search {
-            vec![OutTool::GoogleSearch {}]
-        } else {
-            Vec::new()
-        };
+/// Function declarations, then Google Search when the client asked for the
+/// provider's web search. Gemini 2.x models refuse the two together, so with
+/// functions declared the search goes only where `beside_functions` says the
+/// model takes both (Gemini 3); otherwise it is left out and the gateway
+/// names it as dropped.
+pub(super) fn tools(
+    tools: &[ir::Tool],
+    web_search: bool,
+    beside_functions: bool,
+) -> Vec<OutTool<'_>> {
+    let mut out = Vec::new();
+    if !tools.is_empty() {
+        out.push(OutTool::FunctionDeclarations(
+            tools
+                .iter()
+                .map(|t| FunctionDeclaration {
+                    name: &t.name,
+                    description: t.description.as_deref().filter(|d| !d.is_empty()),
+                    parameters: sanitize_schema(&t.parameters),
+                })
+                .collect(),
+        ));
     }
-    vec![OutTool::FunctionDeclarations(
-        tools
-            .iter()
-            .map(|t| FunctionDeclaration {
-                name: &t.name,
-                description: t.description.as_deref().filter(|d| !d.is_empty()),
-                parameters: sanitize_schema(&t.parameters),
-            })
-            .collect(),
-    )]
+    if web_search && (tools.is_empty() || beside_functions) {
+        out.push(OutTool::GoogleSearch {});
+    }
+    out
 }
 
 pub(super) fn tool_config(c: &ir::ToolChoice) -> ToolConfig<'_> {

@@ -41,7 +41,9 @@ mod wire;
 
 pub use encode::{encode_response, StreamEncoder};
 pub use error::{parse_error, GeminiError, MAX_RETRY_DELAY};
-pub use request::{encode_request, ConvertError, Target, SKIP_SIGNATURE_VALIDATOR};
+pub use request::{
+    encode_request, encode_request_for, ConvertError, ModelTraits, Target, SKIP_SIGNATURE_VALIDATOR,
+};
 pub use response::{decode_candidates, decode_response, finish_reason, DecodeError};
 pub use schema::sanitize_schema;
 pub use stream::{StreamProblem, StreamTranslator};

@@ -22,6 +22,17 @@ pub struct Target<'a> {
     pub missing_signature: Option<&'a str>,
 }
 
+/// What the upstream model takes that not every Gemini model does (the
+/// deployment's capabilities say so).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelTraits {
+    /// Google Search beside function declarations in one request (Gemini 3:
+    /// `tools: [{functionDeclarations}, {googleSearch}]`). Without it a web
+    /// search asked for beside functions is left out: Gemini 2.x models
+    /// answer 400 to the pair.
+    pub search_with_tools: bool,
+}
+
 /// Google's documented placeholder for function calls that have no real
 /// signature (turns not produced by Gemini 3).
 pub const SKIP_SIGNATURE_VALIDATOR: &str = "skip_thought_signature_validator";
@@ -72,10 +83,19 @@ struct OutRequest<'a> {
 /// key by key (so `{"generationConfig": {"thinkingConfig": …}}` adds to the
 /// generated config instead of replacing it).
 pub fn encode_request(req: &ir::ChatRequest, target: &Target) -> Result<Vec<u8>, ConvertError> {
+    encode_request_for(req, target, ModelTraits::default())
+}
+
+/// [`encode_request`] for a model with `traits`.
+pub fn encode_request_for(
+    req: &ir::ChatRequest,
+    target: &Target,
+    traits: ModelTraits,
+) -> Result<Vec<u8>, ConvertError> {
     let body = OutRequest {
         system_instruction: system(&req.messages),
         contents: Contents::build(req, target)?,
-        tools: tools(&req.tools, req.web_search),
+        tools: tools(&req.tools, req.web_search, traits.search_with_tools),
         tool_config: req.tool_choice.as_ref().map(tool_config),
         generation_config: generation_config(req, target),
     };
@@ -370,9 +390,10 @@ fn image(source: &ImageSource) -> OutPart<'_> {
             }),
             ..Default::default()
         },
-        // The Developer API only fetches Files-API URIs (Vertex also gs:// and
-        // some https); arbitrary https URLs must be downloaded and inlined by
-        // the gateway before this point, or the upstream answers 400.
+        // The Developer API only fetches Files-API URIs (Vertex also gs://);
+        // the gateway fetches any other image URL and inlines it before it
+        // gets here (switchyard's `adapters::images`), or the upstream
+        // answers 400.
         ImageSource::Url(url) => OutPart {
             file_data: Some(FileData {
                 mime_type: guess_mime(url),

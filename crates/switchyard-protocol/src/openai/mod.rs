@@ -10,6 +10,7 @@ mod request;
 mod request_encode;
 mod request_ir;
 mod response;
+pub mod think;
 mod wire;
 
 pub use request::{parse_request, FieldError, RequestView, UpstreamEdits};

@@ -22,7 +22,8 @@ pub struct ResponsePeek<'a> {
     pub model: Option<Cow<'a, str>>,
     #[serde(default)]
     pub created: Option<u64>,
-    #[serde(default, borrow)]
+    /// `null` on MiniMax's in-band errors (HTTP 200 with `base_resp`).
+    #[serde(default, borrow, deserialize_with = "null_as_empty")]
     pub choices: Vec<PeekChoice<'a>>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
@@ -47,10 +48,48 @@ pub struct PeekMessage<'a> {
     /// Some compatible servers (vLLM, OpenRouter) say `reasoning`.
     #[serde(default, borrow)]
     pub reasoning: Option<Cow<'a, str>>,
+    /// MiniMax (`reasoning_split`) and OpenRouter: reasoning as a list of
+    /// `{"type": "reasoning.text", "text": …}`.
+    #[serde(default, borrow)]
+    pub reasoning_details: Option<Vec<ReasoningDetail<'a>>>,
     #[serde(default, borrow)]
     pub refusal: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub tool_calls: Option<Vec<PeekToolCall<'a>>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ReasoningDetail<'a> {
+    #[serde(default, borrow)]
+    pub text: Option<Cow<'a, str>>,
+}
+
+impl PeekMessage<'_> {
+    /// The reasoning text, whichever field it came in.
+    pub fn reasoning_text(&self) -> Option<Cow<'_, str>> {
+        if let Some(r) = self
+            .reasoning_content
+            .as_deref()
+            .or(self.reasoning.as_deref())
+        {
+            return Some(Cow::Borrowed(r));
+        }
+        let details = self.reasoning_details.as_ref()?;
+        let texts: Vec<&str> = details.iter().filter_map(|d| d.text.as_deref()).collect();
+        match texts.as_slice() {
+            [] => None,
+            [one] => Some(Cow::Borrowed(one)),
+            many => Some(Cow::Owned(many.concat())),
+        }
+    }
+}
+
+fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,7 +119,8 @@ pub struct ChunkPeek<'a> {
     pub model: Option<Cow<'a, str>>,
     #[serde(default)]
     pub created: Option<u64>,
-    #[serde(default, borrow)]
+    /// `null` on MiniMax's in-band errors (HTTP 200 with `base_resp`).
+    #[serde(default, borrow, deserialize_with = "null_as_empty")]
     pub choices: Vec<PeekChoice<'a>>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
@@ -253,9 +293,7 @@ impl ResponsePeek<'_> {
             model: self.model.as_deref().unwrap_or_default().to_owned(),
             created: self.created.unwrap_or_default(),
             text: msg.and_then(|m| m.content.as_deref()).map(str::to_owned),
-            reasoning: msg
-                .and_then(|m| m.reasoning_content.as_deref().or(m.reasoning.as_deref()))
-                .map(str::to_owned),
+            reasoning: msg.and_then(|m| m.reasoning_text()).map(Cow::into_owned),
             reasoning_signature: None,
             tool_calls: msg
                 .and_then(|m| m.tool_calls.as_ref())
@@ -545,10 +583,10 @@ impl StreamTranslator {
     }
 
     fn delta(&mut self, d: &PeekMessage, out: &mut Vec<StreamEvent>) {
-        if let Some(r) = d.reasoning_content.as_deref().or(d.reasoning.as_deref()) {
+        if let Some(r) = d.reasoning_text() {
             if !r.is_empty() {
                 out.push(StreamEvent::ReasoningDelta {
-                    text: r.to_owned(),
+                    text: r.into_owned(),
                     signature: None,
                 });
             }

@@ -446,3 +446,66 @@ fn tool_call_indices_are_counted_not_trusted() {
         arguments: "}".into()
     }));
 }
+
+/// The compatible providers' recorded streams (MAPPING §18) fed split
+/// anywhere give the same events as fed whole: reasoning, text, one
+/// finish and the usage, wherever each provider puts it (on the finish
+/// chunk for DeepSeek and GLM, after it for Qwen, keep-alive comments
+/// between events for DeepSeek, no `finish_reason` key at all before the
+/// last chunk for GLM).
+#[test]
+fn compatible_streams_split_anywhere_read_the_same() {
+    let cases = [
+        ("deepseek/stream_reasoning_raw.sse", 212, 198),
+        ("deepseek/stream_keepalive.sse", 0, 0),
+        ("zhipu/stream_thinking.sse", 564, 561),
+        ("qwen/stream_reasoning.sse", 1355, 1084),
+    ];
+    for (name, output, reasoning) in cases {
+        let sse = fixture(name);
+        let (whole, t) = translate(&sse);
+        let reasoned = whole
+            .iter()
+            .any(|e| matches!(e, ir::StreamEvent::ReasoningDelta { .. }));
+        assert!(reasoned, "{name}");
+        let finishes = whole
+            .iter()
+            .filter(|e| matches!(e, ir::StreamEvent::Finish { .. }))
+            .count();
+        assert_eq!(finishes, 1, "{name}");
+        if output > 0 {
+            let u = t.usage.unwrap_or_else(|| panic!("{name}: no usage"));
+            assert_eq!(
+                (u.output_tokens, u.reasoning_tokens),
+                (output, reasoning),
+                "{name}"
+            );
+        }
+        // Every byte around the boundaries of the first and last events
+        // (where the role, the first text, the finish and the usage are)
+        // and a stride through the rest: every byte of 170 KB is minutes.
+        let ends: Vec<usize> = sse.match_indices("\n\n").map(|(i, _)| i).collect();
+        let edges = ends.iter().take(12).chain(ends.iter().rev().take(4));
+        let mut points: Vec<usize> = edges
+            .flat_map(|&i| i.saturating_sub(2)..i + 3)
+            .chain((0..sse.len()).step_by(499))
+            .filter(|&at| at <= sse.len() && sse.is_char_boundary(at))
+            .collect();
+        points.sort_unstable();
+        points.dedup();
+        for at in points {
+            let mut dec = crate::sse::SseDecoder::new();
+            let mut t = StreamTranslator::default();
+            let mut out = Vec::new();
+            for piece in [&sse[..at], &sse[at..]] {
+                dec.push(piece.as_bytes());
+                while let Some(ev) = dec.next_event().unwrap() {
+                    if let Some(data) = ev.data.as_ref().filter(|_| !ev.is_done_sentinel()) {
+                        t.push(&peek_chunk(data).unwrap(), &mut out);
+                    }
+                }
+            }
+            assert_eq!(out, whole, "{name} split at {at}");
+        }
+    }
+}

@@ -273,14 +273,21 @@ pub struct WireUsage {
     pub prompt_tokens_details: Option<PromptDetails>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_tokens_details: Option<CompletionDetails>,
+    /// DeepSeek's cache hits (MAPPING §18.1).
     #[serde(default, skip_serializing)]
     pub prompt_cache_hit_tokens: Option<u64>,
+    /// Moonshot's cache hits, at the top level (MAPPING §18.4).
+    #[serde(default, skip_serializing)]
+    pub cached_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct PromptDetails {
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    /// Qwen's explicit-cache writes (MAPPING §18.2).
+    #[serde(default, skip_serializing)]
+    pub cache_creation_input_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -296,12 +303,18 @@ impl WireUsage {
             .as_ref()
             .and_then(|d| d.cached_tokens)
             .or(self.prompt_cache_hit_tokens)
+            .or(self.cached_tokens)
+            .unwrap_or(0);
+        let written = self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.cache_creation_input_tokens)
             .unwrap_or(0);
         ir::Usage {
             input_tokens: self.prompt_tokens,
             output_tokens: self.completion_tokens,
             cached_input_tokens: cached,
-            cache_write_tokens: 0,
+            cache_write_tokens: written,
             reasoning_tokens: self
                 .completion_tokens_details
                 .as_ref()
@@ -317,11 +330,13 @@ impl WireUsage {
             total_tokens: u.total(),
             prompt_tokens_details: Some(PromptDetails {
                 cached_tokens: Some(u.cached_input_tokens),
+                cache_creation_input_tokens: None,
             }),
             completion_tokens_details: Some(CompletionDetails {
                 reasoning_tokens: Some(u.reasoning_tokens),
             }),
             prompt_cache_hit_tokens: None,
+            cached_tokens: None,
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::adapters::deployment::DeploymentRt;
 use crate::config::Capability;
 use crate::doors::responses::ResponsesIn;
 use crate::error::GatewayError;
+use switchyard_protocol::ir::ChatRequest;
 
 /// What goes upstream, and what the answer's translation must know about it.
 #[derive(Debug, Default)]
@@ -44,10 +45,12 @@ pub fn responses_pass(dep: &DeploymentRt, r: &ResponsesIn<'_>) -> bool {
 }
 
 /// The deployment runs the hosted web search the request asked for
-/// (Anthropic's server tool; Gemini's Google Search, which it will not
-/// combine with function declarations).
-pub fn runs_web_search(dep: &DeploymentRt, ir: &switchyard_protocol::ir::ChatRequest) -> bool {
-    dep.api().runs_web_search(ir)
+/// (Anthropic's server tool; Gemini's Google Search, beside function
+/// declarations only where the deployment declares `search_with_tools`).
+pub fn runs_web_search(dep: &DeploymentRt, ir: &ChatRequest) -> bool {
+    let api = dep.api();
+    api.runs_web_search(ir)
+        || (api.search_beside_tools() && dep.cfg.capabilities.contains(Capability::SearchWithTools))
 }
 
 /// `n` > 1 where the upstream cannot give several choices (its module
@@ -70,7 +73,14 @@ pub fn options(dep: &DeploymentRt) -> Option<&serde_json::Map<String, serde_json
     (!o.is_empty()).then_some(o)
 }
 
-pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
+/// `inlined`: the request's IR with its image URLs fetched and inlined
+/// ([`super::images::inline`]), for a provider that takes only inline
+/// images.
+pub fn build(
+    dep: &DeploymentRt,
+    inbound: &Inbound<'_>,
+    inlined: Option<&ChatRequest>,
+) -> Result<Outbound, GatewayError> {
     if let Inbound::Responses(r) = inbound {
         // The same dialect: the client's fields as they came, `model`
         // replaced (Azure's Responses API names the deployment there too).
@@ -88,5 +98,8 @@ pub fn build(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, Gate
     if let Some(e) = choices_refusal(dep.api(), inbound) {
         return Err(e);
     }
-    dep.api().encode(dep, inbound)
+    match inlined {
+        Some(ir) => dep.api().encode_inlined(dep, inbound, ir),
+        None => dep.api().encode(dep, inbound),
+    }
 }

@@ -21,7 +21,8 @@ pub fn answer(
     if out.responses_api {
         return responses_passthrough(dep, inbound, bytes);
     }
-    let same = crate::adapters::speaks(dep.api(), inbound.door());
+    let same =
+        crate::adapters::speaks(dep.api(), inbound.door()) && dep.api().passes_answers_through();
     if same && upstream == Dialect::OpenAi {
         return passthrough(dep, bytes);
     }

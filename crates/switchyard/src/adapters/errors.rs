@@ -32,6 +32,9 @@ pub struct Reading {
     pub not_key: bool,
     /// A wait given in the body (Gemini `RetryInfo`).
     pub retry_after: Option<Duration>,
+    /// The body's own code decides, whatever the status (a provider that
+    /// says overload or billing with a 429, MAPPING §18).
+    pub code: Option<ErrorCode>,
 }
 
 pub fn classify(
@@ -42,6 +45,10 @@ pub fn classify(
 ) -> GatewayError {
     let (code, source) = match status.as_u16() {
         _ if r.bad_key => (ErrorCode::AuthFailed, Source::Upstream),
+        _ if r.code.is_some() => {
+            let code = r.code.unwrap_or(ErrorCode::UpstreamError);
+            (code, code_source(code))
+        }
         400 | 413 | 422 if r.context_length => (ErrorCode::ContextTooLong, Source::Client),
         400 if r.content_filter => (ErrorCode::ContentFiltered, Source::Client),
         // Moonshot says a spent account with a 403.
@@ -71,6 +78,17 @@ pub fn classify(
         e.retry_after = retry_after::from_headers(headers).or(r.retry_after);
     }
     e
+}
+
+/// Whose fault a body-decided code is.
+fn code_source(code: ErrorCode) -> Source {
+    match code {
+        ErrorCode::InvalidRequest
+        | ErrorCode::ContextTooLong
+        | ErrorCode::ContentFiltered
+        | ErrorCode::PayloadTooLarge => Source::Client,
+        _ => Source::Upstream,
+    }
 }
 
 /// Non-JSON error bodies are kept short.

@@ -11,7 +11,8 @@
 //! (`*/errors.rs`), and hand back either a whole answer already in the
 //! client's dialect (`convert`) or a stream opened up to its first event
 //! (`stream`). Same-dialect pairs pass bytes through; other pairs translate
-//! through the IR.
+//! through the IR. Before the body is built, image URLs a provider cannot
+//! read itself are fetched and inlined (`images`).
 
 pub mod anthropic;
 pub mod bedrock;
@@ -23,6 +24,7 @@ pub mod embeddings;
 pub mod endpoint;
 pub mod errors;
 pub mod gemini;
+pub mod images;
 pub mod key_check;
 pub mod openai;
 pub mod provider;
@@ -63,8 +65,7 @@ pub enum Dialect {
 /// it needs for the provider's lifetime: credentials, a token source).
 pub fn provider_for(cfg: &ProviderCfg) -> Result<Arc<dyn provider::Provider>, String> {
     Ok(match cfg.protocol {
-        Protocol::OpenAi => Arc::new(openai::OpenAi { azure: false }),
-        Protocol::Azure => Arc::new(openai::OpenAi { azure: true }),
+        Protocol::OpenAi | Protocol::Azure => Arc::new(openai::OpenAi::new(cfg)),
         Protocol::Anthropic => Arc::new(anthropic::Anthropic),
         Protocol::Gemini => Arc::new(gemini::Gemini),
         Protocol::Bedrock => Arc::new(bedrock::Bedrock::new(cfg)?),
@@ -128,11 +129,14 @@ pub async fn chat(
     inbound: &Inbound<'_>,
     call: &CallInfo,
 ) -> Result<Answer, GatewayError> {
+    // Image URLs a provider cannot read itself are fetched first, on the
+    // request's own time bound, not on the upstream's first-byte budget.
+    let inlined = images::inline(dep, inbound, call.deadline).await?;
     let started = Instant::now();
     let t = dep.provider.cfg.timeouts;
     let first_byte_by = earliest(started + t.first_byte, call.deadline);
     let total_by = earliest(started + t.total, call.deadline);
-    let mut out = body::build(dep, inbound)?;
+    let mut out = body::build(dep, inbound, inlined.as_ref())?;
     let upstream_body = std::mem::take(&mut out.body);
     let resp = send::send(
         dep,

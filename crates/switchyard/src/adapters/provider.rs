@@ -123,9 +123,49 @@ pub trait Provider: Send + Sync {
     /// A decoder for one translated stream of its events.
     fn stream_decoder(&self, out: &Outbound) -> super::translate::Decoder;
 
+    /// A client of its own dialect gets its answers as they came (`false`:
+    /// they are decoded and written again, e.g. a flavor that strips
+    /// extras or keeps reasoning for the next turn).
+    fn passes_answers_through(&self) -> bool {
+        true
+    }
+
     /// It runs the hosted web search a request asks for.
     fn runs_web_search(&self, _ir: &ChatRequest) -> bool {
         false
+    }
+
+    /// It can run that search beside function declarations too, on a
+    /// deployment whose `capabilities` say `search_with_tools` (Gemini 3).
+    fn search_beside_tools(&self) -> bool {
+        false
+    }
+
+    /// It takes images only as bytes in the body (its API cannot fetch an
+    /// https image URL): the gateway fetches such URLs first
+    /// (`super::images`) and builds the body with
+    /// [`Provider::encode_inlined`].
+    fn inline_images(&self) -> bool {
+        false
+    }
+
+    /// An image URL it does fetch itself, left as it is (Gemini's Files API
+    /// URIs, Vertex's `gs://`).
+    fn keeps_image_url(&self, _url: &str) -> bool {
+        false
+    }
+
+    /// [`Provider::encode`] with `ir` — the request's IR with its image URLs
+    /// fetched and inlined — in place of the inbound's own. Asked only of a
+    /// provider whose [`Provider::inline_images`] holds; the others never
+    /// see a substitute (by default the inbound's own IR is encoded).
+    fn encode_inlined(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &Inbound<'_>,
+        _ir: &ChatRequest,
+    ) -> Result<Outbound, GatewayError> {
+        self.encode(dep, inbound)
     }
 
     /// Why it cannot give several choices (`n` > 1), as a stream or not;

@@ -44,9 +44,11 @@ impl Mode {
             (Dialect::OpenAi, Door::Responses) if out.responses_api => {
                 Mode::ResponsesPass(Box::default())
             }
-            (Dialect::OpenAi, Door::OpenAiChat) => Mode::OpenAiPass {
-                include_usage: inbound.include_usage(),
-            },
+            (Dialect::OpenAi, Door::OpenAiChat) if provider.passes_answers_through() => {
+                Mode::OpenAiPass {
+                    include_usage: inbound.include_usage(),
+                }
+            }
             (Dialect::Anthropic, Door::AnthropicMessages) => Mode::AnthropicPass {
                 peek: an::StreamTranslator::new(None),
             },

@@ -104,10 +104,86 @@ impl Protocol {
     }
 }
 
+/// An OpenAI-compatible provider's own rules (contract §9, MAPPING §18):
+/// reasoning fields, replay, thinking switches, errors beyond the status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Flavor {
+    #[default]
+    Generic,
+    DeepSeek,
+    Qwen,
+    Zhipu,
+    Moonshot,
+    /// Volcengine Ark (Doubao).
+    Ark,
+    MiniMax,
+    Vllm,
+}
+
+impl Flavor {
+    pub const ALL: [Flavor; 8] = [
+        Flavor::DeepSeek,
+        Flavor::Qwen,
+        Flavor::Zhipu,
+        Flavor::Moonshot,
+        Flavor::Ark,
+        Flavor::MiniMax,
+        Flavor::Vllm,
+        Flavor::Generic,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::Generic => "generic",
+            Flavor::DeepSeek => "deepseek",
+            Flavor::Qwen => "qwen",
+            Flavor::Zhipu => "zhipu",
+            Flavor::Moonshot => "moonshot",
+            Flavor::Ark => "ark",
+            Flavor::MiniMax => "minimax",
+            Flavor::Vllm => "vllm",
+        }
+    }
+
+    /// The flavor a `base_url`'s host implies (contract §9: `flavor`
+    /// absent), else generic.
+    pub fn from_host(host: &str) -> Flavor {
+        let host = host.to_ascii_lowercase();
+        let under = |d: &str| host == d || host.ends_with(&format!(".{d}"));
+        if under("deepseek.com") {
+            Flavor::DeepSeek
+        } else if under("dashscope.aliyuncs.com") || host.starts_with("dashscope") {
+            Flavor::Qwen
+        } else if under("bigmodel.cn") || under("z.ai") {
+            Flavor::Zhipu
+        } else if under("moonshot.ai") || under("moonshot.cn") {
+            Flavor::Moonshot
+        } else if under("volces.com") || under("volcengineapi.com") {
+            Flavor::Ark
+        } else if under("minimax.io") || under("minimaxi.com") || under("minimax.chat") {
+            Flavor::MiniMax
+        } else {
+            Flavor::Generic
+        }
+    }
+}
+
+/// Whether a reasoning text from an earlier turn is sent back (contract
+/// §9: `auto` is the flavor's rule for the model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasoningReplay {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
 #[derive(Debug, Clone)]
 pub struct Provider {
     pub id: String,
     pub protocol: Protocol,
+    /// OpenAI protocol: whose rules its answers follow.
+    pub flavor: Flavor,
     /// Without a trailing slash.
     pub base_url: String,
     /// May be empty (local vLLM, Ollama, the mocks): then no auth header is sent.
@@ -231,10 +307,13 @@ pub enum Capability {
     Reasoning,
     /// The upstream serves the OpenAI Responses API (`/responses`) itself.
     Responses,
+    /// A Gemini model that takes Google Search beside function
+    /// declarations in one request (contract §9).
+    SearchWithTools,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 8] = [
+    pub const ALL: [Capability; 9] = [
         Capability::Tools,
         Capability::Vision,
         Capability::JsonSchema,
@@ -243,6 +322,7 @@ impl Capability {
         Capability::Prefill,
         Capability::Reasoning,
         Capability::Responses,
+        Capability::SearchWithTools,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -255,6 +335,7 @@ impl Capability {
             Capability::Prefill => "prefill",
             Capability::Reasoning => "reasoning",
             Capability::Responses => "responses",
+            Capability::SearchWithTools => "search_with_tools",
         }
     }
 
@@ -309,6 +390,8 @@ pub struct Deployment {
     pub region: Option<String>,
     /// Bedrock only: Converse (default) or InvokeModel.
     pub api: BedrockApi,
+    /// OpenAI-compatible flavors: whether earlier reasoning goes back.
+    pub reasoning_replay: ReasoningReplay,
 }
 
 /// USD per million tokens.

@@ -62,6 +62,7 @@ pub struct RawClient {
 #[derive(Debug, Default)]
 pub struct RawProvider {
     pub protocol: Opt<Protocol>,
+    pub flavor: Opt<Flavor>,
     pub base_url: Opt<String>,
     pub keys: Vec<RawKey>,
     pub timeouts: RawTimeouts,
@@ -134,6 +135,7 @@ pub struct RawModel {
     pub pricing: Option<RawPricing>,
     pub region: Opt<String>,
     pub api: Opt<BedrockApi>,
+    pub reasoning_replay: Opt<ReasoningReplay>,
 }
 
 #[derive(Debug, Default)]

@@ -511,6 +511,7 @@ mod tests {
             capabilities: Default::default(),
             region: None,
             api: Default::default(),
+            reasoning_replay: Default::default(),
         };
         let mtok = 1e6;
         assert!(

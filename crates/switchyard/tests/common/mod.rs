@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod apt;
+pub mod charges;
 pub mod instance;
 pub mod otlp;
 pub mod postgres;

@@ -124,3 +124,62 @@ fn generation_config_and_options() {
         json!({"thinkingBudget": 8192, "includeThoughts": true})
     );
 }
+
+/// Codex's recorded request (function `shell_command`, custom `apply_patch`,
+/// hosted `web_search`), as the Responses door reads it: a model that takes
+/// Google Search beside function declarations gets both, functions first;
+/// any other model gets only the functions (2.x answers 400 to the pair);
+/// a search alone, or functions alone, go as they are either way.
+#[test]
+fn google_search_goes_beside_functions_only_where_the_model_takes_both() {
+    let body = fixture("openai-responses/responses_reasoning_codex.request.json");
+    let (mut req, extras) = crate::responses::decode_request(&body).unwrap();
+    req.web_search = extras.web_search.is_some();
+    assert!(req.web_search);
+    let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["shell_command", "apply_patch"]);
+    let tools_for = |req: &ir::ChatRequest, search_with_tools: bool| -> Value {
+        let traits = ModelTraits { search_with_tools };
+        let body = encode_request_for(req, &Target::default(), traits).unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        v.get("tools").cloned().unwrap_or(Value::Null)
+    };
+    let declared = |tools: &Value| -> Vec<String> {
+        tools[0]["functionDeclarations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let both = tools_for(&req, true);
+    assert_eq!(both.as_array().unwrap().len(), 2, "{both}");
+    assert_eq!(declared(&both), ["shell_command", "apply_patch"]);
+    assert_eq!(both[1], json!({"googleSearch": {}}));
+
+    let plain = tools_for(&req, false);
+    assert_eq!(plain.as_array().unwrap().len(), 1, "{plain}");
+    assert_eq!(declared(&plain), ["shell_command", "apply_patch"]);
+    // The default encoder is the model without the trait.
+    let default: Value =
+        serde_json::from_slice(&encode_request(&req, &Target::default()).unwrap()).unwrap();
+    assert_eq!(default["tools"], plain);
+
+    let mut search_only = req.clone();
+    search_only.tools.clear();
+    search_only.tool_choice = None;
+    for traits in [true, false] {
+        assert_eq!(
+            tools_for(&search_only, traits),
+            json!([{"googleSearch": {}}])
+        );
+    }
+    let mut functions_only = req.clone();
+    functions_only.web_search = false;
+    for traits in [true, false] {
+        let tools = tools_for(&functions_only, traits);
+        assert_eq!(tools.as_array().unwrap().len(), 1, "{tools}");
+        assert_eq!(declared(&tools), ["shell_command", "apply_patch"]);
+    }
+}

@@ -10,6 +10,7 @@
 pub mod credentials;
 pub mod errors;
 pub mod framing;
+pub mod options;
 pub mod sign;
 
 use std::sync::Arc;
@@ -39,6 +40,9 @@ pub struct Bedrock {
     region: Arc<str>,
     credentials: Arc<AwsCredentials>,
     api: BedrockApi,
+    /// The deployment's model id: Converse answers name none, so the
+    /// answer is given this one (empty for the provider block itself).
+    model: Arc<str>,
 }
 
 impl Bedrock {
@@ -66,6 +70,7 @@ impl Bedrock {
             region,
             credentials,
             api: BedrockApi::default(),
+            model: "".into(),
         })
     }
 
@@ -128,6 +133,7 @@ impl Provider for Bedrock {
             region: self.region.clone(),
             credentials: self.credentials.clone(),
             api: d.api,
+            model: d.model.as_str().into(),
         }))
     }
 
@@ -203,8 +209,8 @@ impl Provider for Bedrock {
     fn decode(&self, bytes: &[u8], out: &Outbound) -> Result<ChatResponse, GatewayError> {
         match self.api {
             BedrockApi::Converse => {
-                // The answer names no model: the caller fills in the deployment's.
-                br::decode_response(bytes, "", out.json_tool.as_deref()).map_err(|e| {
+                // The answer names no model: it is the deployment's.
+                br::decode_response(bytes, &self.model, out.json_tool.as_deref()).map_err(|e| {
                     GatewayError::upstream(
                         ErrorCode::UpstreamError,
                         format!("upstream answer: {e}"),
@@ -218,7 +224,7 @@ impl Provider for Bedrock {
     fn stream_decoder(&self, out: &Outbound) -> Decoder {
         match self.api {
             BedrockApi::Converse => Box::new(ConverseDecoder(br::StreamTranslator::new(
-                "",
+                &self.model,
                 out.json_tool.as_deref(),
             ))),
             BedrockApi::Invoke => super::anthropic::Anthropic.stream_decoder(out),
@@ -231,6 +237,23 @@ impl Provider for Bedrock {
 
     fn runs_web_search(&self, _ir: &switchyard_protocol::ir::ChatRequest) -> bool {
         false
+    }
+
+    /// Converse takes images only as bytes.
+    fn inline_images(&self) -> bool {
+        self.api == BedrockApi::Converse
+    }
+
+    fn encode_inlined(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &Inbound<'_>,
+        ir: &switchyard_protocol::ir::ChatRequest,
+    ) -> Result<Outbound, GatewayError> {
+        match self.api {
+            BedrockApi::Converse => converse_ir(dep, ir),
+            BedrockApi::Invoke => self.encode(dep, inbound),
+        }
     }
 
     /// CountTokens with the same body a generation would send.
@@ -280,8 +303,14 @@ impl Provider for Bedrock {
 
 /// The Converse body for the request, provider options merged.
 fn converse_body(dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
-    let ir = inbound.ir();
-    let enc = br::encode_request(ir, &dep.cfg.model).map_err(|e| GatewayError {
+    converse_ir(dep, inbound.ir())
+}
+
+fn converse_ir(
+    dep: &DeploymentRt,
+    ir: &switchyard_protocol::ir::ChatRequest,
+) -> Result<Outbound, GatewayError> {
+    let enc = options::encode_request(ir, &dep.cfg.model).map_err(|e| GatewayError {
         param: e.param.clone(),
         ..GatewayError::invalid(None, e.message)
     })?;

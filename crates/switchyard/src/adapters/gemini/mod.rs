@@ -79,9 +79,32 @@ impl super::provider::Provider for Gemini {
         Box::new(StreamDecoder(gm::StreamTranslator::new()))
     }
 
-    /// Google Search, which it will not combine with function declarations.
+    /// Google Search; beside function declarations only where the
+    /// deployment says `search_with_tools` ([`Self::search_beside_tools`]).
     fn runs_web_search(&self, ir: &ChatRequest) -> bool {
         ir.tools.is_empty()
+    }
+
+    fn search_beside_tools(&self) -> bool {
+        true
+    }
+
+    /// Arbitrary https URLs are refused (`fileData` takes Files API URIs).
+    fn inline_images(&self) -> bool {
+        true
+    }
+
+    fn keeps_image_url(&self, url: &str) -> bool {
+        is_files_api_uri(url)
+    }
+
+    fn encode_inlined(
+        &self,
+        dep: &DeploymentRt,
+        _inbound: &super::Inbound<'_>,
+        ir: &ChatRequest,
+    ) -> Result<Outbound, GatewayError> {
+        encode(dep, ir)
     }
 
     /// `candidateCount` answers several, but not as a stream the gateway
@@ -143,15 +166,28 @@ use switchyard_protocol::ir::{ChatRequest, ChatResponse};
 
 use super::body::Outbound;
 use crate::adapters::deployment::DeploymentRt;
+use crate::config::Capability;
 use crate::error::{ErrorCode, GatewayError};
+
+/// A file uploaded with Gemini's Files API
+/// (`https://generativelanguage.googleapis.com/v1beta/files/…`): Gemini
+/// reads it itself, with the caller's key; the gateway could not.
+pub fn is_files_api_uri(url: &str) -> bool {
+    url.strip_prefix("https://generativelanguage.googleapis.com/")
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(_version, path)| path.starts_with("files/"))
+}
 
 pub fn encode(dep: &DeploymentRt, ir: &ChatRequest) -> Result<Outbound, GatewayError> {
     let target = Target {
         max_output_tokens: dep.cfg.max_output_tokens,
         missing_signature: Some(gm::SKIP_SIGNATURE_VALIDATOR),
     };
-    let mut body =
-        gm::encode_request(ir, &target).map_err(|e| GatewayError::invalid(e.param, e.message))?;
+    let traits = gm::ModelTraits {
+        search_with_tools: dep.cfg.capabilities.contains(Capability::SearchWithTools),
+    };
+    let mut body = gm::encode_request_for(ir, &target, traits)
+        .map_err(|e| GatewayError::invalid(e.param, e.message))?;
     super::anthropic::merge_options(&mut body, &dep.provider.cfg.options);
     Ok(Outbound {
         body,

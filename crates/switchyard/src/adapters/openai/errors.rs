@@ -57,7 +57,7 @@ fn try_again_in(message: &str) -> Option<std::time::Duration> {
     std::time::Duration::try_from_secs_f64(secs.min(3600.0)).ok()
 }
 
-fn read(body: &[u8]) -> Reading {
+pub fn read(body: &[u8]) -> Reading {
     let Ok(b) = serde_json::from_slice::<WireErrorBody>(body) else {
         return Reading {
             message: raw_message(body),

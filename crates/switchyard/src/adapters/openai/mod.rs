@@ -1,13 +1,19 @@
 //! OpenAI-protocol upstreams (OpenAI, Azure, DeepSeek, Qwen compatible-mode,
-//! GLM, Kimi, Groq, vLLM, Ollama…): their error rules. Bodies and streams are
-//! handled by the shared `body`, `convert` and `stream` modules.
+//! GLM, Kimi, Ark, MiniMax, Groq, vLLM, Ollama…): the OpenAI body and
+//! stream, with each compatible provider's own rules in its [`flavor`].
 
 pub mod errors;
+pub mod flavor;
 
 use http::{HeaderMap, HeaderName, StatusCode};
 
-use switchyard_protocol::ir::ChatResponse;
+use std::sync::Arc;
+
+use switchyard_protocol::ir::{ChatResponse, ReasoningConfig, StreamEvent};
+use switchyard_protocol::openai::think::ThinkSplit;
 use switchyard_protocol::openai::{self as oa, UpstreamEdits};
+
+use flavor::{Flavor, ReplayStore};
 
 use super::body::{options, Outbound};
 use super::deployment::DeploymentRt;
@@ -20,28 +26,101 @@ use crate::error::GatewayError;
 /// An OpenAI-dialect body: an OpenAI client's bytes with `model` spliced in
 /// (and usage asked for on streams), anything else through the IR. `model`
 /// is `None` where the URL names the deployment (Azure).
-fn encode(dep: &DeploymentRt, inbound: &Inbound<'_>, model: Option<&str>) -> Outbound {
-    let body = match inbound {
+fn encode(dep: &DeploymentRt, inbound: &Inbound<'_>, model: Option<&str>) -> Vec<u8> {
+    match inbound {
         Inbound::OpenAi { view, .. } => view.write_upstream(&UpstreamEdits {
             model,
             force_include_usage: true,
             options: options(dep),
         }),
         _ => oa::encode_request(inbound.ir(), model, &dep.provider.cfg.options),
-    };
-    Outbound::plain(body)
+    }
+}
+
+/// The reasoning a request asked for, without decoding an OpenAI client's
+/// body into the IR for it.
+fn asked_reasoning(inbound: &Inbound<'_>) -> Option<ReasoningConfig> {
+    match inbound {
+        Inbound::OpenAi { view, .. } => {
+            let effort = view.typed.reasoning_effort.clone()?;
+            Some(ReasoningConfig {
+                effort: Some(effort),
+                budget_tokens: None,
+            })
+        }
+        _ => inbound.ir().reasoning.clone(),
+    }
 }
 
 /// An OpenAI-dialect stream's chunks as IR events; `[DONE]` ends it, and an
-/// `{"error": …}` chunk is the upstream's in-band error.
-#[derive(Default)]
-struct StreamDecoder(oa::StreamTranslator);
+/// `{"error": …}` chunk is the upstream's in-band error. A flavor may hide
+/// an error in a chunk, inline its reasoning in the text, or want the
+/// reasoning that made tool calls kept for the next turn.
+struct StreamDecoder {
+    chunks: oa::StreamTranslator,
+    flavor: Option<(Arc<dyn Flavor>, ReplayStore)>,
+    think: Option<ThinkSplit>,
+    /// The reasoning so far, and the calls it made.
+    reasoning: String,
+    calls: Vec<String>,
+}
+
+impl StreamDecoder {
+    fn new(flavor: Option<(Arc<dyn Flavor>, ReplayStore)>) -> Self {
+        let think = flavor
+            .as_ref()
+            .filter(|(f, _)| f.splits_think())
+            .map(|_| ThinkSplit::default());
+        StreamDecoder {
+            chunks: oa::StreamTranslator::default(),
+            flavor,
+            think,
+            reasoning: String::new(),
+            calls: Vec::new(),
+        }
+    }
+
+    /// The flavor's look at the events one chunk gave.
+    fn settle(&mut self, from: usize, out: &mut Vec<StreamEvent>) {
+        let Some((_, store)) = &self.flavor else {
+            return;
+        };
+        let fresh: Vec<StreamEvent> = out.drain(from..).collect();
+        for ev in fresh {
+            match ev {
+                StreamEvent::TextDelta(t) if self.think.is_some() => {
+                    if let Some(s) = &mut self.think {
+                        s.push(&t, out);
+                    }
+                    continue;
+                }
+                StreamEvent::Finish { .. } => {
+                    if let Some(mut s) = self.think.take() {
+                        s.finish(out);
+                    }
+                }
+                _ => {}
+            }
+            out.push(ev);
+        }
+        for ev in &out[from..] {
+            match ev {
+                StreamEvent::ReasoningDelta { text, .. } => self.reasoning.push_str(text),
+                StreamEvent::ToolCallStart { id, .. } => self.calls.push(id.clone()),
+                StreamEvent::Finish { .. } => {
+                    store.remember(self.calls.iter().map(String::as_str), &self.reasoning)
+                }
+                _ => {}
+            }
+        }
+    }
+}
 
 impl super::translate::StreamDecode for StreamDecoder {
     fn push(
         &mut self,
         ev: &switchyard_protocol::sse::SseEvent,
-        out: &mut Vec<switchyard_protocol::ir::StreamEvent>,
+        out: &mut Vec<StreamEvent>,
     ) -> super::translate::Decoded {
         use super::translate::Decoded;
         let Some(data) = &ev.data else {
@@ -50,13 +129,22 @@ impl super::translate::StreamDecode for StreamDecoder {
         if ev.is_done_sentinel() {
             return Decoded::Done;
         }
+        if let Some(e) = self
+            .flavor
+            .as_ref()
+            .and_then(|(f, _)| f.error_in_answer(data))
+        {
+            return Decoded::Error(e);
+        }
         match oa::peek_chunk(data) {
             Err(_) => Decoded::Unparsable,
             Ok(c) if c.error.is_some() => Decoded::Error(super::translate::openai_in_band(
                 c.error.map(|e| e.get()).unwrap_or_default(),
             )),
             Ok(c) => {
-                self.0.push(&c, out);
+                let from = out.len();
+                self.chunks.push(&c, out);
+                self.settle(from, out);
                 Decoded::Events
             }
         }
@@ -64,7 +152,7 @@ impl super::translate::StreamDecode for StreamDecoder {
 }
 
 /// An OpenAI-dialect answer as the IR.
-fn decode(bytes: &[u8]) -> Result<ChatResponse, GatewayError> {
+pub(crate) fn decode(bytes: &[u8]) -> Result<ChatResponse, GatewayError> {
     oa::peek_response(bytes)
         .map(|p| p.to_ir())
         .map_err(super::convert::bad_json)
@@ -83,17 +171,28 @@ fn embeddings_body(req: &EmbeddingsRequest<'_>, model: Option<&str>) -> Vec<u8> 
 }
 
 /// The OpenAI dialect's upstreams. OpenAI and every OpenAI-compatible
-/// server: `Authorization: Bearer`, `model` in the body. Its Azure flavor:
-/// the deployment in the path with an `api-version` query, an `api-key`
-/// header, no `model` in the body.
+/// server: `Authorization: Bearer`, `model` in the body, and the
+/// provider's [`flavor`] rules. Azure: the deployment in the path with an
+/// `api-version` query, an `api-key` header, no `model` in the body.
 pub struct OpenAi {
-    pub azure: bool,
+    azure: bool,
+    flavor: Arc<dyn Flavor>,
+    /// Reasoning that made tool calls, for the flavors that want it back.
+    replay: ReplayStore,
 }
 
 /// Azure's `api-version` when the provider names none.
 const AZURE_API_VERSION: &str = "2024-10-21";
 
 impl OpenAi {
+    pub fn new(cfg: &ProviderCfg) -> OpenAi {
+        OpenAi {
+            azure: cfg.protocol == crate::config::Protocol::Azure,
+            flavor: flavor::for_name(cfg.flavor).into(),
+            replay: ReplayStore::default(),
+        }
+    }
+
     /// The body's `model` (Azure's URL names the deployment instead).
     fn model<'a>(&self, dep: &'a DeploymentRt) -> Option<&'a str> {
         (!self.azure).then_some(dep.cfg.model.as_str())
@@ -155,15 +254,50 @@ impl Provider for OpenAi {
     }
 
     fn encode(&self, dep: &DeploymentRt, inbound: &Inbound<'_>) -> Result<Outbound, GatewayError> {
-        Ok(encode(dep, inbound, self.model(dep)))
+        let model = self.model(dep);
+        let body = encode(dep, inbound, model);
+        let reasoning = asked_reasoning(inbound);
+        let facts = flavor::Facts {
+            model: &dep.cfg.model,
+            body_model: model,
+            stream: inbound.stream(),
+            reasoning: reasoning.as_ref(),
+            max_output_tokens: dep.cfg.max_output_tokens,
+            replay: dep.cfg.reasoning_replay,
+        };
+        Ok(Outbound::plain(flavor::apply(
+            &*self.flavor,
+            facts,
+            &self.replay,
+            body,
+        )))
     }
 
     fn decode(&self, bytes: &[u8], _: &Outbound) -> Result<ChatResponse, GatewayError> {
-        decode(bytes)
+        if let Some(e) = self.flavor.error_in_answer(bytes) {
+            return Err(e);
+        }
+        let mut ir = decode(bytes)?;
+        flavor::settle(&*self.flavor, &self.replay, &mut ir);
+        Ok(ir)
     }
 
     fn stream_decoder(&self, _: &Outbound) -> super::translate::Decoder {
-        Box::new(StreamDecoder::default())
+        let flavor = self
+            .flavor
+            .rewrites_answers()
+            .then(|| (self.flavor.clone(), self.replay.clone()));
+        Box::new(StreamDecoder::new(flavor))
+    }
+
+    fn passes_answers_through(&self) -> bool {
+        !self.flavor.rewrites_answers()
+    }
+
+    fn refuses_choices(&self, _stream: bool) -> Option<&'static str> {
+        self.flavor.rewrites_answers().then_some(
+            "this provider's answers are read and written again by the gateway (its reasoning split off or kept for the next turn), one choice at a time",
+        )
     }
 
     fn embeddings_body(
@@ -200,6 +334,8 @@ impl Provider for OpenAi {
         body: &[u8],
         secrets: &[&str],
     ) -> GatewayError {
-        errors::classify(status, headers, body, secrets)
+        let mut reading = errors::read(body);
+        self.flavor.read_error(status, body, &mut reading);
+        super::errors::classify(status, headers, reading, secrets)
     }
 }

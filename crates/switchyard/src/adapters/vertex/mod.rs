@@ -213,6 +213,35 @@ impl Provider for Vertex {
         self.publisher.speaker().runs_web_search(ir)
     }
 
+    fn search_beside_tools(&self) -> bool {
+        self.publisher.speaker().search_beside_tools()
+    }
+
+    /// Gemini's rule: image URLs are fetched and inlined (`gs://` objects
+    /// stay: Vertex reads them itself). Claude on Vertex takes URLs.
+    fn inline_images(&self) -> bool {
+        self.publisher.speaker().inline_images()
+    }
+
+    fn keeps_image_url(&self, url: &str) -> bool {
+        match self.publisher {
+            Publisher::Google => url.starts_with("gs://"),
+            Publisher::Anthropic => true,
+        }
+    }
+
+    fn encode_inlined(
+        &self,
+        dep: &DeploymentRt,
+        inbound: &Inbound<'_>,
+        ir: &ChatRequest,
+    ) -> Result<Outbound, GatewayError> {
+        match self.publisher {
+            Publisher::Google => self.publisher.speaker().encode_inlined(dep, inbound, ir),
+            Publisher::Anthropic => self.encode(dep, inbound),
+        }
+    }
+
     fn refuses_choices(&self, stream: bool) -> Option<&'static str> {
         self.publisher.speaker().refuses_choices(stream)
     }

@@ -195,7 +195,7 @@ fn unknown_enum_values() {
         ]
     );
     assert!(all[0].3.ends_with(
-        "expected one of: tools, vision, json_schema, streaming, embeddings, prefill, reasoning, responses"
+        "expected one of: tools, vision, json_schema, streaming, embeddings, prefill, reasoning, responses, search_with_tools"
     ));
 }
 

@@ -3,6 +3,7 @@
 mod adversarial;
 mod checks;
 mod clouds;
+mod flavors;
 mod references;
 mod sections;
 mod unsupported;

@@ -19,6 +19,7 @@ const KEYS: &[&str] = &[
     "pricing",
     "region",
     "api",
+    "reasoning_replay",
 ];
 
 /// Capability names, for `capabilities` and a route's `require`.
@@ -61,6 +62,15 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawModel> {
             &[
                 ("converse", BedrockApi::Converse),
                 ("invoke", BedrockApi::Invoke),
+            ],
+        ),
+        reasoning_replay: m.choice(
+            d,
+            "reasoning_replay",
+            &[
+                ("auto", ReasoningReplay::Auto),
+                ("always", ReasoningReplay::Always),
+                ("never", ReasoningReplay::Never),
             ],
         ),
     })
@@ -184,11 +194,35 @@ pub fn check(
                 "`embeddings` is not supported on `protocol: anthropic` (Anthropic has no embeddings API)",
             );
         }
+        // Google Search beside functions is a Gemini model's trait: on any
+        // other provider the capability would be accepted and do nothing.
+        let gemini = providers
+            .get(&provider)
+            .is_some_and(|p| matches!(p.protocol, Protocol::Gemini | Protocol::Vertex));
+        if let Some(c) = m
+            .capabilities
+            .iter()
+            .find(|c| !gemini && c.value == Capability::SearchWithTools)
+        {
+            d.err(
+                &c.at,
+                "`search_with_tools` applies to Gemini models only (`protocol: gemini` or `vertex`)",
+            );
+        }
         let bedrock = providers
             .get(&provider)
             .is_some_and(|p| p.protocol == Protocol::Bedrock);
         if let Some(a) = m.api.as_ref().filter(|_| !bedrock) {
             d.err(&a.at, "`api` only applies to `protocol: bedrock` providers");
+        }
+        let openai = providers
+            .get(&provider)
+            .is_some_and(|p| p.protocol == Protocol::OpenAi);
+        if let Some(r) = m.reasoning_replay.as_ref().filter(|_| !openai) {
+            d.err(
+                &r.at,
+                "`reasoning_replay` only applies to `protocol: openai` providers",
+            );
         }
         order.push(id.value.clone());
         deployments.insert(
@@ -203,6 +237,11 @@ pub fn check(
                 pricing,
                 region: m.region.as_ref().map(|r| r.value.clone()),
                 api: m.api.as_ref().map(|a| a.value).unwrap_or_default(),
+                reasoning_replay: m
+                    .reasoning_replay
+                    .as_ref()
+                    .map(|r| r.value)
+                    .unwrap_or_default(),
             },
         );
     }

@@ -35,6 +35,7 @@ const KEYS: &[&str] = &[
     "project",
     "location",
     "credentials",
+    "flavor",
 ];
 pub const AZURE_API_VERSION: &str = "2024-10-21";
 
@@ -50,6 +51,7 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
     ];
     let mut raw = RawProvider {
         protocol: p.choice(d, "protocol", &protocols),
+        flavor: p.choice(d, "flavor", &Flavor::ALL.map(|f| (f.as_str(), f))),
         base_url: p.get(d, "base_url", f::string),
         api_version: p.get(d, "api_version", f::string),
         region: p.get(d, "region", f::string),
@@ -260,9 +262,11 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
             );
         }
     }
+    let flavor = flavor(d, p, protocol, &base_url);
     Provider {
         id: name.value.clone(),
         protocol,
+        flavor,
         base_url,
         keys: keys(d, &p.keys, env),
         timeouts: timeouts(d, &p.timeouts),
@@ -275,6 +279,23 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
         project: cloud.project,
         location: cloud.location,
         credentials: cloud.credentials,
+    }
+}
+
+/// `flavor`: OpenAI protocol only; absent, taken from the host.
+fn flavor(d: &mut Diags, p: &RawProvider, protocol: Protocol, base_url: &str) -> Flavor {
+    match (&p.flavor, protocol) {
+        (Some(f), Protocol::OpenAi) => f.value,
+        (Some(f), _) => {
+            d.err(&f.at, "`flavor` only applies to `protocol: openai`");
+            Flavor::Generic
+        }
+        (None, Protocol::OpenAi) => base_url
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(Flavor::from_host))
+            .unwrap_or_default(),
+        (None, _) => Flavor::Generic,
     }
 }
 

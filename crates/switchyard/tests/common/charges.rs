@@ -1,0 +1,41 @@
+//! What a client that closed its stream was charged, checked everywhere
+//! it is kept: the upstream call abandoned, the budget, the usage row.
+
+use super::Harness;
+
+/// The one request `h` served was closed by its client after `output`
+/// tokens and charged `cost`: the upstream stream was dropped, the
+/// budget spent and the usage row (estimated, `client_closed`) agree.
+pub async fn closed_and_charged(h: &Harness, route: &str, cost: f64, output: u64) {
+    super::eventually(
+        || async { h.mock.abandoned_bodies() == 1 },
+        "the upstream stream abandoned",
+    )
+    .await;
+    let clients = h.admin_json("/admin/clients").await;
+    let spent = clients["clients"][0]["budget"]["spent_usd"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (spent - cost).abs() < 1e-9,
+        "{route}: spent {spent} vs {cost}"
+    );
+    h.flush_usage().await;
+    let db = rusqlite::Connection::open(h.dir.path().join("usage.db")).unwrap();
+    let (outcome, estimated, out, row_cost): (String, i64, u64, f64) = db
+        .query_row(
+            "SELECT outcome, usage_estimated, output_tokens, cost_usd FROM usage_requests",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (outcome.as_str(), estimated, out),
+        ("client_closed", 1, output),
+        "{route}"
+    );
+    assert!(
+        (row_cost - cost).abs() < 1e-9,
+        "{route}: row {row_cost} vs {cost}"
+    );
+}
