@@ -92,6 +92,12 @@ impl Edits {
 }
 
 pub trait Flavor: Send + Sync {
+    /// It may change request bodies (`false`: they go as they are, not even
+    /// parsed again).
+    fn touches_requests(&self) -> bool {
+        true
+    }
+
     /// The body's changes for this provider.
     fn edits(&self, _r: &Request<'_>, _e: &mut Edits) {}
 
@@ -124,7 +130,11 @@ pub trait Flavor: Send + Sync {
 
 /// OpenAI's own rules: generic servers and vLLM.
 struct Plain;
-impl Flavor for Plain {}
+impl Flavor for Plain {
+    fn touches_requests(&self) -> bool {
+        false
+    }
+}
 
 pub fn for_name(name: Name) -> Box<dyn Flavor> {
     match name {
@@ -150,6 +160,9 @@ pub fn replay_for(flavor: &dyn Flavor, setting: ReasoningReplay, r: &Request<'_>
 /// `body` with the flavor's edits (unchanged, not copied, when it has
 /// none). `model`: the body's model (`None`: it has none).
 pub fn apply(flavor: &dyn Flavor, facts: Facts<'_>, store: &ReplayStore, body: Vec<u8>) -> Vec<u8> {
+    if !flavor.touches_requests() && facts.replay == ReasoningReplay::Auto {
+        return body;
+    }
     let Ok(text) = std::str::from_utf8(&body) else {
         return body;
     };

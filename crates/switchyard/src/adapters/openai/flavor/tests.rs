@@ -153,6 +153,14 @@ fn a_body_no_rule_touches_is_the_same_bytes() {
         };
         assert_eq!(apply(&*f, facts, &store, body.to_vec()), body, "{flavor:?}");
     }
+    // A generic server still follows a deployment's explicit setting.
+    let mut c = Call::new(Name::Generic, "m");
+    c.replay = ReasoningReplay::Never;
+    let replayed = json!({"model": "m", "messages": [{"role": "assistant", "content": "a", "reasoning_content": "r"}]});
+    assert_eq!(
+        c.run(&store, &replayed)["messages"][0].get("reasoning_content"),
+        None
+    );
 }
 
 #[test]
