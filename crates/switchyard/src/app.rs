@@ -42,18 +42,28 @@ impl App {
         live: &Live,
     ) -> RequestCtx {
         // Sampled in: the decision log names the trace in force (the
-        // caller's, or the one begun here); else the caller's, if any.
-        let trace = self.traces.as_ref().and_then(|_| {
+        // caller's, or the one begun here); else the caller's, if any, and
+        // the trace waits for the end, where the tail rule may keep it.
+        let obs = &live.config.observability;
+        let trace = self.traces.as_ref().map(|_| {
             let parent = crate::observe::trace::caller(headers);
-            crate::observe::trace::begin(parent, live.config.observability.trace_sample)
+            crate::observe::trace::begin(parent, obs.trace_sample)
         });
         let trace_id = match &trace {
-            Some(t) => Some(t.trace_id_hex()),
-            None => crate::observe::trace::trace_id(headers),
+            Some((t, true)) => Some(t.trace_id_hex()),
+            _ => crate::observe::trace::trace_id(headers),
         };
-        let rec = Record::new(request_id.to_owned(), trace_id, live.version.clone());
-        let mut ctx = RequestCtx::new(rec, self.sinks.clone());
-        ctx.trace = trace;
-        ctx
+        let mut rec = Record::new(request_id.to_owned(), trace_id, live.version.clone());
+        match trace {
+            Some((t, true)) => rec.trace = Some(t),
+            Some((t, false)) => {
+                rec.tail = Some(crate::observe::record::Tail {
+                    trace: t,
+                    slow: obs.trace_slow,
+                })
+            }
+            None => {}
+        }
+        RequestCtx::new(rec, self.sinks.clone())
     }
 }

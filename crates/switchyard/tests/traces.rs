@@ -1,8 +1,9 @@
 //! OpenTelemetry traces (contract §6) into a real OTLP receiver: one trace
 //! per request (request → route, attempts), joined to the caller's
 //! `traceparent`, the upstream's `traceparent` naming the attempt span,
-//! GenAI attributes, head sampling, and a collector that is down costing
-//! counted spans, not requests.
+//! GenAI attributes, head sampling and the tail rule (errors and requests
+//! past `trace_slow` kept whatever the sample said), and a collector that
+//! is down costing counted spans, not requests.
 
 mod common;
 
@@ -339,6 +340,201 @@ async fn sampling_zero_exports_nothing_but_a_sampled_in_caller_is_followed() {
     assert_eq!(spans.len(), 3, "only the sampled-in request: {spans:#?}");
     assert!(spans.iter().all(|s| s.trace_id == other));
     assert_eq!(r.spans_for(CALLER_TRACE).len(), 0);
+}
+
+/// One deployment, one try: an upstream error is the request's at once.
+const ONE_TRY: &str = r#"
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/a, provider: mock, model: a, capabilities: [streaming] }
+routes:
+  chat: { targets: [mock/a], retry: { attempts: 1 } }
+"#;
+
+/// Sampled out at the start (`trace_sample: 0`), with `trace_slow` when given.
+async fn tail_traced(r: &Receiver, slow: Option<&str>) -> common::Harness {
+    let mut obs = otlp::observability(&r.endpoint, "grpc", 0.0);
+    if let Some(slow) = slow {
+        obs.push_str(&format!("  trace_slow: {slow}\n"));
+    }
+    common::start(&format!("{ONE_TRY}\n{obs}")).await
+}
+
+/// Wait until every trace in `ids` (the decision log's) has its request
+/// span, then return every span received. The export task sends in the
+/// order requests finished, so a request that finished before these and
+/// was exported would be in by then too: no sleep proves "nothing else".
+async fn exported(r: &Receiver, ids: &[&str]) -> Vec<Span> {
+    common::eventually(
+        || async {
+            ids.iter().all(|id| {
+                r.spans_for(id)
+                    .iter()
+                    .any(|s| s.name == "switchyard.request")
+            })
+        },
+        "the kept traces' request spans",
+    )
+    .await;
+    r.spans()
+}
+
+/// The traces among `spans`, by id.
+fn trace_ids(spans: &[Span]) -> std::collections::BTreeSet<String> {
+    spans.iter().map(|s| s.trace_id.clone()).collect()
+}
+
+/// Tail rule (contract §10): a request sampled out at the start is still
+/// exported when it ends in an error, whoever made the head decision (the
+/// ratio, or a caller's `-00`); a fast success sampled out is not, and
+/// costs no `traceparent` upstream.
+#[tokio::test]
+async fn sampled_out_errors_are_traced_and_fast_successes_are_not() {
+    let r = Receiver::start_grpc().await;
+    let h = tail_traced(&r, Some("200ms")).await;
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    h.mock
+        .script(vec![Behavior::fixture("openai/error_500_server_error")]);
+    let failed = chat(&h, false, None).await;
+    assert!(failed.status().is_server_error(), "{}", failed.status());
+    let unsampled = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-00");
+    h.mock
+        .script(vec![Behavior::fixture("openai/error_500_server_error")]);
+    let failed = chat(&h, false, Some(&unsampled)).await;
+    assert!(failed.status().is_server_error(), "{}", failed.status());
+
+    let (fast, error, joined) = (
+        h.decision(0).await,
+        h.decision(1).await,
+        h.decision(2).await,
+    );
+    assert_eq!(fast["outcome"], "ok");
+    assert_eq!(fast["trace_id"], Value::Null, "not traced: {fast}");
+    assert_ne!(error["outcome"], "ok");
+    let error_trace = error["trace_id"]
+        .as_str()
+        .expect("the log names the kept trace");
+    assert_eq!(joined["trace_id"], CALLER_TRACE);
+
+    let spans = exported(&r, &[error_trace, CALLER_TRACE]).await;
+    assert_eq!(
+        trace_ids(&spans),
+        [error_trace.to_owned(), CALLER_TRACE.to_owned()].into(),
+        "only the errors: {spans:#?}"
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.attr("switchyard.request_id") != &fast["request_id"]),
+        "{spans:#?}"
+    );
+    let mine = r.spans_for(error_trace);
+    let (req, _, attempts) = tree(&mine);
+    assert_eq!(req.attr("switchyard.request_id"), &error["request_id"]);
+    assert_eq!(req.attr("error.type"), &error["outcome"]);
+    assert_eq!(req.status, 2, "error status");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].attr("http.response.status_code"), 500);
+    assert_eq!(attempts[0].status, 2);
+    // The caller's unsampled trace is joined where it erred.
+    let theirs = r.spans_for(CALLER_TRACE);
+    let (req, _, _) = tree(&theirs);
+    assert_eq!(req.parent, CALLER_SPAN);
+    // Decided at the end: nothing went upstream that a sampled-in request
+    // would send (the caller's header went as it came).
+    let sent: Vec<Option<String>> = h
+        .mock
+        .requests()
+        .iter()
+        .map(|q| q.header("traceparent").map(str::to_owned))
+        .collect();
+    assert_eq!(sent, [None, None, Some(unsampled)]);
+}
+
+/// Errors are kept without `trace_slow` too (it is off by default: only
+/// its latency rule is).
+#[tokio::test]
+async fn errors_are_traced_without_trace_slow() {
+    let r = Receiver::start_grpc().await;
+    let h = tail_traced(&r, None).await;
+    h.mock
+        .set_default(Behavior::text("slow but fine").latency(300));
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    h.mock
+        .script(vec![Behavior::fixture("openai/error_500_server_error")]);
+    assert!(chat(&h, false, None).await.status().is_server_error());
+    let (slow, error) = (h.decision(0).await, h.decision(1).await);
+    assert_eq!(slow["trace_id"], Value::Null, "no latency rule: {slow}");
+    let error_trace = error["trace_id"].as_str().unwrap();
+    let spans = exported(&r, &[error_trace]).await;
+    assert_eq!(
+        trace_ids(&spans),
+        [error_trace.to_owned()].into(),
+        "{spans:#?}"
+    );
+}
+
+/// A request slower than `trace_slow` end to end is kept: a slow answer,
+/// and a stream whose opening is quick but which lasts past it, exported
+/// once it ended; a fast one before them is not.
+#[tokio::test]
+async fn sampled_out_requests_slower_than_trace_slow_are_traced() {
+    let r = Receiver::start_grpc().await;
+    let h = tail_traced(&r, Some("200ms")).await;
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    h.mock.script(vec![
+        Behavior::text("a slow answer").latency(400),
+        Behavior::text("one two three four")
+            .chunks(4)
+            .chunk_delay(100),
+    ]);
+    assert_eq!(chat(&h, false, None).await.status(), 200);
+    let stream = chat(&h, true, None).await;
+    assert_eq!(stream.status(), 200);
+    let body = stream.text().await.unwrap();
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+
+    let (fast, slow, long) = (
+        h.decision(0).await,
+        h.decision(1).await,
+        h.decision(2).await,
+    );
+    assert_eq!(fast["trace_id"], Value::Null, "not traced: {fast}");
+    for d in [&slow, &long] {
+        assert_eq!(d["outcome"], "ok", "{d}");
+        assert!(d["duration_ms"].as_f64().unwrap() > 200.0, "{d}");
+    }
+    // The stream opened well within the threshold: its whole length counts.
+    assert!(
+        long["attempts"][0]["ttfb_ms"].as_f64().unwrap() < 200.0,
+        "{long}"
+    );
+    let (slow_trace, long_trace) = (
+        slow["trace_id"].as_str().expect("kept"),
+        long["trace_id"].as_str().expect("kept"),
+    );
+    let spans = exported(&r, &[slow_trace, long_trace]).await;
+    assert_eq!(
+        trace_ids(&spans),
+        [slow_trace.to_owned(), long_trace.to_owned()].into(),
+        "only the slow ones: {spans:#?}"
+    );
+    let mine = r.spans_for(long_trace);
+    let (req, _, attempts) = tree(&mine);
+    assert_eq!(req.attr("switchyard.stream"), true);
+    assert_eq!(req.status, 0, "not an error");
+    assert!(req.end - req.start >= 200_000_000, "{req:#?}");
+    // The call is the whole stream, as when sampled in.
+    assert!(
+        attempts[0].end - attempts[0].start >= 200_000_000,
+        "{mine:#?}"
+    );
+    assert!(h
+        .mock
+        .requests()
+        .iter()
+        .all(|q| q.header("traceparent").is_none()));
 }
 
 #[tokio::test]

@@ -148,8 +148,8 @@ fn same_listeners(old: &config::Config, new: &config::Config) -> Result<(), Vec<
 }
 
 /// The trace exporter is built once, at start-up, like the usage store:
-/// moving it is refused. `trace_sample` is read per request, so a reload
-/// changes it.
+/// moving it is refused. `trace_sample` and `trace_slow` are read per
+/// request, so a reload changes them.
 fn same_exporter(old: &config::Config, new: &config::Config) -> Result<(), Vec<String>> {
     let (a, b) = (&old.observability, &new.observability);
     if a.otlp_endpoint == b.otlp_endpoint

@@ -598,6 +598,10 @@ pub struct Observability {
     pub otlp_protocol: OtlpProtocol,
     /// Head sampling ratio, in [0, 1].
     pub trace_sample: f64,
+    /// Tail rule: a request that took longer than this (a stream: until it
+    /// ended) is exported whatever `trace_sample` said; off when `None`.
+    /// Errors are exported whatever it says too (`observe::record`).
+    pub trace_slow: Option<std::time::Duration>,
     pub debug_bodies: DebugBodies,
 }
 

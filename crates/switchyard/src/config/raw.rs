@@ -213,6 +213,7 @@ pub struct RawObservability {
     pub debug_bodies: Opt<DebugBodies>,
     pub otlp_protocol: Opt<OtlpProtocol>,
     pub trace_sample: Opt<f64>,
+    pub trace_slow: Opt<Duration>,
 }
 
 #[derive(Debug, Default)]

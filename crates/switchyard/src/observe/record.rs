@@ -44,7 +44,8 @@ pub struct AttemptLog {
 #[derive(Debug, Clone)]
 pub struct AttemptSpan {
     pub started: SystemTime,
-    /// 0 when the request was not traced as it was sent.
+    /// 0 when the request was not traced as it was sent (not sampled in:
+    /// the tail rule may still export it, with an id drawn then).
     pub span_id: u64,
     /// GenAI `gen_ai.operation.name`: `chat`, `embeddings`, `count_tokens`.
     pub operation: &'static str,
@@ -224,9 +225,16 @@ pub struct Record {
     pub cache_lookup: Option<CacheLookup>,
     #[serde(skip)]
     pub plan_timing: Option<PlanTiming>,
-    /// The trace this request is part of, when it is traced (sampled in).
+    /// The trace this request is part of, when it is traced: sampled in
+    /// at the start (the upstream gets a `traceparent` naming the attempt
+    /// span) or, once closed, kept by the tail rule. What the trace sink
+    /// exports.
     #[serde(skip)]
     pub trace: Option<TraceCtx>,
+    /// A trace not sampled in, waiting for the end: `close` keeps it (moves
+    /// it to `trace`) when the request erred or was slow.
+    #[serde(skip)]
+    pub tail: Option<Tail>,
     pub fallback_reason: Option<&'static str>,
     /// Tools the request offered that the serving deployment cannot see.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -285,6 +293,7 @@ impl Record {
             cache_lookup: None,
             plan_timing: None,
             trace: None,
+            tail: None,
             fallback_reason: None,
             dropped_tools: Vec::new(),
             status: 0,
@@ -362,6 +371,33 @@ impl Record {
             (None, _) => "ok",
         };
         self.duration_ms = ms(self.started.elapsed());
+        if let Some(tail) = self.tail.take().filter(|t| t.keeps(self)) {
+            // The log names the trace it is exported under.
+            self.trace_id = Some(tail.trace.trace_id_hex());
+            self.trace = Some(tail.trace);
+        }
+    }
+}
+
+/// Tail-aware sampling (contract §10, `observability.trace_slow`): a
+/// request's trace that was not sampled in at the start is exported all the
+/// same when the request ended in an error — its decision-log `outcome` is
+/// not `ok` (a §4 code, the gateway's own refusals included, or
+/// `client_closed`) or its stream broke mid-way, even if a continuation
+/// finished it — or when it took longer than `trace_slow` (a stream: until
+/// it ended). Decided once, as the record closes, from what it holds: a
+/// fast, successful request sampled out pays for nothing but its ids.
+#[derive(Debug, Clone, Copy)]
+pub struct Tail {
+    pub trace: TraceCtx,
+    /// `observability.trace_slow` as the request began; `None`: errors only.
+    pub slow: Option<Duration>,
+}
+
+impl Tail {
+    /// Whether the closed record `r` is kept.
+    fn keeps(&self, r: &Record) -> bool {
+        r.outcome != "ok" || r.interrupted || self.slow.is_some_and(|s| r.took() > s)
     }
 }
 
@@ -474,6 +510,52 @@ mod tests {
             ..Usage::default()
         };
         assert!((cost_usd(&u, &p) - (0.6 * 2.5 + 0.4 * 1.25 + 0.1 * 10.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_tail_keeps_errors_broken_streams_and_slow_requests_only() {
+        use crate::observe::trace::TraceCtx;
+        let tail = |slow_ms: Option<u64>| Tail {
+            trace: TraceCtx {
+                trace_id: 7,
+                span_id: 9,
+                parent: None,
+            },
+            slow: slow_ms.map(Duration::from_millis),
+        };
+        let rec = |outcome: &'static str, interrupted: bool, ms: f64| {
+            let mut r = Record::new("r".into(), None, Arc::from("v"));
+            (r.outcome, r.interrupted, r.duration_ms) = (outcome, interrupted, ms);
+            r
+        };
+        let (t, off) = (tail(Some(200)), tail(None));
+        assert!(!t.keeps(&rec("ok", false, 150.0)), "fast and fine");
+        assert!(!t.keeps(&rec("ok", false, 200.0)), "not slower than");
+        assert!(t.keeps(&rec("ok", false, 200.5)), "slow");
+        assert!(!off.keeps(&rec("ok", false, 60_000.0)), "no latency rule");
+        for (outcome, interrupted) in [
+            ("upstream_error", false),
+            ("rate_limited", false),
+            ("client_closed", false),
+            ("ok", true),
+        ] {
+            let r = rec(outcome, interrupted, 1.0);
+            assert!(t.keeps(&r) && off.keeps(&r), "{outcome} {interrupted}");
+        }
+        // Closing moves a kept trace where the sinks read it, and names it.
+        let mut r = rec("ok", false, 0.0);
+        r.tail = Some(tail(None));
+        let e = GatewayError::upstream(crate::error::ErrorCode::UpstreamError, "x");
+        r.close(502, Some(&e));
+        assert_eq!(r.trace.map(|t| t.trace_id), Some(7));
+        assert_eq!(
+            r.trace_id.as_deref(),
+            Some("00000000000000000000000000000007")
+        );
+        let mut r = rec("ok", false, 0.0);
+        r.tail = Some(tail(Some(60_000)));
+        r.close(200, None);
+        assert!(r.trace.is_none() && r.trace_id.is_none() && r.tail.is_none());
     }
 
     #[test]

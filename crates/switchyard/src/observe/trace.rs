@@ -10,8 +10,9 @@ use http::HeaderValue;
 
 use crate::names;
 
-/// A sampled-in request's trace identity. Absent (`None` in the context)
-/// when tracing is off or the request is not sampled.
+/// A traced request's trace identity: `Record::trace` when it is sampled
+/// in, `Record::tail` while it waits for the tail rule; neither when
+/// tracing is off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceCtx {
     pub trace_id: u128,
@@ -80,22 +81,26 @@ pub fn caller(headers: &http::HeaderMap) -> Option<TraceParent> {
 
 /// Head sampling: a caller's decision is followed (sampled in or out);
 /// without one, `ratio` of the traces are kept, decided by the trace id so
-/// that every hop sampling by ratio agrees.
-pub fn begin(parent: Option<TraceParent>, ratio: f64) -> Option<TraceCtx> {
+/// that every hop sampling by ratio agrees. Returns the request's trace
+/// either way, and whether it is sampled in now: one that is not is only
+/// kept if it ends as the tail rule says (`record::Tail`), so it costs two
+/// random numbers here and nothing more until then — no `traceparent`
+/// upstream, no attempt span ids, no hex id for the log.
+pub fn begin(parent: Option<TraceParent>, ratio: f64) -> (TraceCtx, bool) {
     let trace_id = match parent {
-        Some(p) if !p.sampled => return None,
         Some(p) => p.trace_id,
-        None if ratio <= 0.0 => return None,
         None => new_trace_id(),
     };
-    if parent.is_none() && !keep(trace_id, ratio) {
-        return None;
-    }
-    Some(TraceCtx {
+    let sampled = match parent {
+        Some(p) => p.sampled,
+        None => ratio > 0.0 && keep(trace_id, ratio),
+    };
+    let t = TraceCtx {
         trace_id,
         span_id: new_span_id(),
         parent: parent.map(|p| p.span_id),
-    })
+    };
+    (t, sampled)
 }
 
 /// The trace id's low 63 bits against the ratio (OpenTelemetry's
@@ -177,21 +182,27 @@ mod tests {
     #[test]
     fn a_callers_decision_is_followed_whatever_the_ratio() {
         let p = TraceParent::parse(TP).unwrap();
-        let t = begin(Some(p), 0.0).unwrap();
+        let (t, sampled) = begin(Some(p), 0.0);
+        assert!(sampled);
         assert_eq!((t.trace_id, t.parent), (p.trace_id, Some(p.span_id)));
         assert_ne!(t.span_id, p.span_id);
         let out = TraceParent {
             sampled: false,
             ..p
         };
-        assert_eq!(begin(Some(out), 1.0), None);
+        // Not sampled in, but the caller's trace should the tail keep it.
+        let (t, sampled) = begin(Some(out), 1.0);
+        assert!(!sampled);
+        assert_eq!((t.trace_id, t.parent), (p.trace_id, Some(p.span_id)));
     }
 
     #[test]
     fn without_a_caller_the_ratio_decides() {
-        assert!(begin(None, 1.0).is_some_and(|t| t.parent.is_none()));
-        assert_eq!(begin(None, 0.0), None);
-        let kept = (0..4000).filter(|_| begin(None, 0.25).is_some()).count();
+        let (t, sampled) = begin(None, 1.0);
+        assert!(sampled && t.parent.is_none() && t.trace_id != 0);
+        let (t, sampled) = begin(None, 0.0);
+        assert!(!sampled && t.trace_id != 0 && t.span_id != 0);
+        let kept = (0..4000).filter(|_| begin(None, 0.25).1).count();
         assert!((800..1200).contains(&kept), "{kept}");
     }
 

@@ -1,6 +1,8 @@
-//! Traces (contract §6): each finished, sampled-in request becomes its spans,
-//! built after the fact from its record with the times it noted, and goes
-//! to the OTLP collector through a bounded queue.
+//! Traces (contract §6): each finished request that is traced — sampled in
+//! at the start, or kept at the end by the tail rule (errors, requests past
+//! `trace_slow`: `observe::record::Tail`) — becomes its spans, built after
+//! the fact from its record with the times it noted, and goes to the OTLP
+//! collector through a bounded queue.
 //!
 //! Span tree (names are the contract's and the GenAI conventions'):
 //! - `switchyard.request` (server span; root, or the caller's span's child)
@@ -271,7 +273,8 @@ fn spans(r: &Record, t: &TraceCtx) -> (Vec<u8>, u32) {
         name.push_str(a.span.request_model.as_deref().unwrap_or_default());
         let ok = a.outcome == "ok";
         let span = SpanOut {
-            // Not traced when it was sent (cannot happen today): an id of its own.
+            // Not traced when it was sent (kept by the tail rule): an id
+            // of its own.
             span_id: if a.span.span_id == 0 {
                 new_span_id()
             } else {

@@ -300,17 +300,27 @@ fn the_memory_cache_and_its_keys_act() {
 
 #[test]
 fn the_otlp_keys_are_taken_and_checked_at_their_position() {
-    let c = load("observability: { otlp_endpoint: \"http://otel:4318/\", otlp_protocol: http, trace_sample: 0.25 }\n").unwrap();
+    let c = load("observability: { otlp_endpoint: \"http://otel:4318/\", otlp_protocol: http, trace_sample: 0.25, trace_slow: 1500ms }\n").unwrap();
     let o = &c.observability;
     assert_eq!(o.otlp_endpoint.as_deref(), Some("http://otel:4318"));
     assert_eq!(
-        (o.otlp_protocol, o.trace_sample),
-        (OtlpProtocol::Http, 0.25)
+        (o.otlp_protocol, o.trace_sample, o.trace_slow),
+        (
+            OtlpProtocol::Http,
+            0.25,
+            Some(std::time::Duration::from_millis(1500))
+        )
     );
+    // The slow-request rule is off unless set.
     let d = load("observability: {}\n").unwrap().observability;
     assert_eq!(
-        (d.otlp_endpoint, d.otlp_protocol, d.trace_sample),
-        (None, OtlpProtocol::Grpc, 1.0)
+        (
+            d.otlp_endpoint,
+            d.otlp_protocol,
+            d.trace_sample,
+            d.trace_slow
+        ),
+        (None, OtlpProtocol::Grpc, 1.0, None)
     );
     one(
         "observability: { otlp_protocol: thrift }\n",
@@ -325,6 +335,20 @@ fn the_otlp_keys_are_taken_and_checked_at_their_position() {
         32,
         "observability.trace_sample",
         "must be between 0 and 1, found 1.5",
+    );
+    one(
+        "observability: { trace_slow: 0s }\n",
+        1,
+        30,
+        "observability.trace_slow",
+        "must be more than 0",
+    );
+    one(
+        "observability: { trace_slow: 5 }\n",
+        1,
+        30,
+        "observability.trace_slow",
+        "invalid duration `5`",
     );
     one(
         "observability: { otlp_endpoint: \"http://u:secret@otel:4317\" }\n",

@@ -86,6 +86,7 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
         "otlp_endpoint",
         "otlp_protocol",
         "trace_sample",
+        "trace_slow",
         "debug_bodies",
     ];
     if let Some(o) = section(d, top, "observability", &keys) {
@@ -108,6 +109,7 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
                 &[("grpc", OtlpProtocol::Grpc), ("http", OtlpProtocol::Http)],
             ),
             trace_sample: o.get(d, "trace_sample", f::float),
+            trace_slow: o.get(d, "trace_slow", f::duration),
         };
     }
     if let Some(g) = section(d, top, "degraded", &["enabled", "message"]) {
@@ -464,6 +466,17 @@ pub fn observability(d: &mut Diags, o: &RawObservability) -> Observability {
                 d.err(&v.at, format!("must be between 0 and 1, found {}", v.value));
             }
             v.value.clamp(0.0, 1.0)
+        }),
+        // Off unless set: a zero threshold would export every request,
+        // which is `trace_sample: 1`.
+        trace_slow: o.trace_slow.as_ref().and_then(|v| {
+            if v.value.is_zero() {
+                d.err(
+                    &v.at,
+                    "must be more than 0; leave it out to turn the slow-request rule off",
+                );
+            }
+            (!v.value.is_zero()).then_some(v.value)
         }),
         debug_bodies: o
             .debug_bodies
