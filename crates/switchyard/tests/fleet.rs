@@ -492,8 +492,14 @@ async fn on_unavailable_reject_refuses_with_503_while_redis_is_away() {
 
 /// `times` requests through `g` alone, each answered `status` by the
 /// upstream and passed on to the client as such.
+/// `times` upstream answers of `status` through `g`. A 429 says
+/// `Retry-After: 0` (come back at once), so the deployment takes no rest
+/// (contract §10) and every one of them reaches the upstream.
 async fn upstream_answers(g: &Instance, status: u16, times: usize) {
-    let body = chat("chat", json!({"mock": {"status": status}}));
+    let body = chat(
+        "chat",
+        json!({"mock": {"status": status, "headers": {"retry-after": "0"}}}),
+    );
     for _ in 0..times {
         assert_eq!(status_with(g, "free-secret", &body).await, status);
     }

@@ -182,8 +182,6 @@ async fn a_refused_service_account_is_auth_failed() {
 async fn vertex_errors_keep_their_codes() {
     let h = start().await;
     for (route, status, code) in [
-        ("gemini", 429, "rate_limited"),
-        ("claude", 429, "rate_limited"),
         // A bare 403 is about this request; IAM refusing the service
         // account (below) is the credentials'.
         ("gemini", 403, "forbidden"),
@@ -210,6 +208,17 @@ async fn vertex_errors_keep_their_codes() {
             .await
             .unwrap();
         assert_eq!(v["error"]["code"], code, "{fixture}: {v}");
+    }
+    // Last: a 429 rests the deployment (contract §10).
+    for route in ["gemini", "claude"] {
+        h.mock.set_default(Behavior::status(429, ""));
+        let v: Value = h
+            .post(json!({"model": route, "messages": common::user("hi")}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["error"]["code"], "rate_limited", "{route} 429: {v}");
     }
 }
 

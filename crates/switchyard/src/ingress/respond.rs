@@ -10,6 +10,9 @@ use crate::doors::Door;
 use crate::error::GatewayError;
 use crate::names;
 
+/// The Retry-After of a 429 nobody gave a wait for.
+const UNSAID_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// An error in the door's envelope, with `x-request-id` (and Retry-After).
 pub fn error(door: Door, e: &GatewayError, request_id: &str) -> Response {
     error_response(door.error_body(e), e, request_id)
@@ -21,7 +24,12 @@ fn error_response(body: Vec<u8>, e: &GatewayError, request_id: &str) -> Response
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     set(h, &names::X_REQUEST_ID, request_id);
-    if let Some(d) = e.retry_after {
+    // Every 429 says when to come back (contract §10), even when the
+    // upstream did not (a Gemini 429 without `RetryInfo`): a second then.
+    let wait = e
+        .retry_after
+        .or((e.code.status() == StatusCode::TOO_MANY_REQUESTS).then_some(UNSAID_WAIT));
+    if let Some(d) = wait {
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         h.insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
     }

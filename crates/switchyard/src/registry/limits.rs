@@ -21,12 +21,18 @@ use crate::error::{ErrorCode, GatewayError, Source};
 use crate::state::redis::Adjust;
 use crate::state::shared::Shared;
 use crate::state::store::{Record, StateStore};
-use crate::upstream::retry_after::go_duration;
+use crate::upstream::retry_after::{go_duration, jittered};
 
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// Longest block taken from an upstream's reset header (a misread header
 /// must not take a deployment out for an hour).
 pub const MAX_UPSTREAM_BLOCK: Duration = Duration::from_secs(60);
+/// An upstream block record `[until, streak, last rest, RESTING]` set by
+/// a 429 rest (the quota headers' blocks have 0 there).
+const RESTING: u64 = 1;
+/// The longest a deployment rests for 429s that go on past their
+/// Retry-After (each rest doubles the last).
+pub const MAX_REST: Duration = Duration::from_secs(300);
 
 /// `switchyard_ratelimit_rejections_total{scope}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,7 +328,7 @@ impl DeploymentLimits {
             if wait > self.cfg.load().queue_timeout {
                 return Err(self.reject("upstream_quota", wait));
             }
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(jittered(wait)).await;
             return Ok(true);
         }
         Ok(false)
@@ -368,7 +374,7 @@ impl DeploymentLimits {
             if wait > self.cfg.load().queue_timeout {
                 return Err(self.reject("upstream_quota", wait));
             }
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(jittered(wait)).await;
         }
         let reservation = if blocked.is_some() {
             // The upstream may have set a new block while we waited.
@@ -419,6 +425,42 @@ impl DeploymentLimits {
         self.rate.used(now)
     }
 
+    /// The upstream answered 429 asking for `asked`: the deployment rests
+    /// that long (requests wait a short rest out or go elsewhere). One
+    /// that answers 429 again soon after a rest ended — it keeps refusing
+    /// past its Retry-After — rests twice as long as the last time, up to
+    /// [`MAX_REST`]; a 429 during a rest (a request already in flight)
+    /// changes nothing. The streak is forgotten a rest's length after the
+    /// rest ends. Returns the rest now in force.
+    pub fn rest_after_429(&self, now: Instant, asked: Duration) -> Duration {
+        let store = &self.rate.store;
+        let now_ms = store.millis(now);
+        let last = store.get(&self.block_key, now);
+        let (rest, streak) = match last {
+            // Still resting: an answer to a request sent before it began.
+            Some(r) if r.0[3] == RESTING && r.0[0] > now_ms => {
+                return Duration::from_millis(r.0[0] - now_ms);
+            }
+            // Refused again right after resting: twice as long.
+            Some(r) if r.0[1] > 0 => {
+                let doubled = Duration::from_millis(r.0[2].saturating_mul(2));
+                (doubled.max(asked).min(MAX_REST), r.0[1] + 1)
+            }
+            _ => (asked.min(MAX_REST), 1),
+        };
+        // A block the quota headers set (a record without a streak) may
+        // already run longer.
+        let blocked = last.map_or(0, |r| r.0[0].saturating_sub(now_ms));
+        let rest = rest.max(Duration::from_millis(blocked));
+        if rest.is_zero() {
+            return rest;
+        }
+        let rest_ms = rest.as_millis() as u64;
+        let rec = Record([now_ms + rest_ms, streak, rest_ms, RESTING]);
+        store.put(&self.block_key, Some(rec), Some(rest * 2), now);
+        rest
+    }
+
     /// Read the upstream's remaining-quota headers; when requests or tokens
     /// are at 0, refuse (or briefly hold) calls until the upstream's reset.
     pub fn observe_headers(&self, now: Instant, h: &HeaderMap) {
@@ -427,10 +469,18 @@ impl DeploymentLimits {
         };
         let wait = wait.min(MAX_UPSTREAM_BLOCK);
         let until = self.rate.store.millis(now) + wait.as_millis() as u64;
-        let rec = Record([until, 0, 0, 0]);
+        // A longer rest after 429s stays; a shorter one keeps its streak
+        // (the headers come with every 429).
+        let last = self.rate.store.get(&self.block_key, now);
+        if last.is_some_and(|r| r.0[0] >= until) {
+            return;
+        }
+        let (streak, rest_ms) = last.map_or((0, 0), |r| (r.0[1], r.0[2]));
+        let rec = Record([until, streak, rest_ms, 0]);
+        let keep = wait.max(Duration::from_millis(rest_ms.saturating_mul(2)));
         self.rate
             .store
-            .put(&self.block_key, Some(rec), Some(wait), now);
+            .put(&self.block_key, Some(rec), Some(keep), now);
     }
 }
 
@@ -636,6 +686,32 @@ mod tests {
         );
     }
 
+    /// Contract §10: a provider that keeps answering 429 past its
+    /// Retry-After rests longer each time (doubling, capped); a 429 from a
+    /// request already in flight during a rest changes nothing; the streak
+    /// is forgotten once the provider has been quiet a rest's length.
+    #[tokio::test(start_paused = true)]
+    async fn rests_double_while_429s_go_on_and_are_forgotten_after() {
+        let l = limits(Limits::default());
+        let rest = |l: &DeploymentLimits, asked| l.rest_after_429(Instant::now(), asked);
+        assert_eq!(rest(&l, 2 * S), 2 * S);
+        assert_eq!(l.blocked_for(Instant::now()), Some(2 * S));
+        advance(S).await;
+        assert_eq!(rest(&l, 2 * S), S, "in flight during the rest");
+        let mut seen = Vec::new();
+        for _ in 0..9 {
+            // The rest ends, the next call is refused again at once.
+            let left = l.blocked_for(Instant::now()).unwrap_or_default();
+            advance(left).await;
+            assert_eq!(l.blocked_for(Instant::now()), None);
+            seen.push(rest(&l, 2 * S).as_secs());
+        }
+        assert_eq!(seen, [4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        // Quiet for a rest's length after it ended: back to what is asked.
+        advance(300 * S + 300 * S).await;
+        assert_eq!(rest(&l, 2 * S), 2 * S);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn upstream_remaining_zero_slows_down_until_reset() {
         let l = limits(Limits {
@@ -655,7 +731,9 @@ mod tests {
         // A short remaining block is waited out rather than refused.
         let t0 = Instant::now();
         assert!(l.admit(0).await.is_ok());
-        assert_eq!(t0.elapsed(), S);
+        // Waited out, with at most a tenth more (jitter, contract §10).
+        let waited = t0.elapsed();
+        assert!(waited >= S && waited <= S + S / 10, "{waited:?}");
         // Remaining quota that is not zero changes nothing.
         h.insert("x-ratelimit-remaining-requests", "7".parse().unwrap());
         l.observe_headers(Instant::now(), &h);

@@ -44,6 +44,7 @@ use crate::registry::held::Held;
 use crate::registry::limits;
 use crate::reliability::ctx::RequestCtx;
 use crate::route::{Candidate, Plan};
+use crate::upstream::retry_after::jittered;
 
 pub struct Served {
     pub answer: Answer,
@@ -307,6 +308,10 @@ fn fallback_reason(e: &GatewayError) -> &'static str {
     }
 }
 
+/// The rest after a 429 that gave no Retry-After (Gemini without
+/// `RetryInfo`).
+const REST_UNSAID: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Every attempt on one deployment: keys, retries, circuit and limits.
 /// `last`: no candidate comes after this one (so it may wait for a key).
 async fn on_deployment(
@@ -354,6 +359,20 @@ async fn on_deployment(
                 let wait = wait.min(retry::MAX_COOLDOWN);
                 st.keys.cool_down(k, Instant::now() + wait);
             }
+            // And the deployment rests (contract §10): longer each time it
+            // refuses again right after a rest, so a provider that keeps
+            // answering 429 is not hit by every waiting request at once.
+            // With another key usable now, only this key rests.
+            let other_key = dep
+                .state
+                .keys
+                .usable_keys(&dep.provider.cfg.keys, |k| k.label.as_str())
+                .next()
+                .is_some();
+            if !other_key {
+                let asked = e.retry_after.unwrap_or(REST_UNSAID);
+                st.limits.rest_after_429(Instant::now(), asked);
+            }
         }
         let remaining = call
             .deadline
@@ -363,6 +382,13 @@ async fn on_deployment(
         } else {
             retry::retry_within(&e, failed, &plan.retry, remaining)
         };
+        // The retry comes back after the deployment's rest (it is the one
+        // request that asks again); a rest too long to wait within the
+        // request's deadline sends it elsewhere with what it got.
+        let resting = st.limits.blocked_for(Instant::now());
+        let delay = delay
+            .map(|d| resting.map_or(d, |r| d.max(jittered(r))))
+            .filter(|d| *d <= retry::MAX_RETRY_AFTER && remaining.is_none_or(|left| *d < left));
         match delay {
             Some(d) if st.retry_budget.try_withdraw(failed == 1) => {
                 ctx.retries += 1;

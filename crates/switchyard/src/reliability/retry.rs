@@ -9,6 +9,7 @@ use rand::Rng;
 
 use crate::config::Retry;
 use crate::error::GatewayError;
+use crate::upstream::retry_after::jittered;
 
 /// The longest Retry-After honoured; past it the caller falls back.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -35,7 +36,9 @@ pub fn retry_delay(err: &GatewayError, failed: u32, policy: &Retry) -> Option<Du
         return None;
     }
     match err.retry_after {
-        Some(wait) => Some(wait.min(MAX_RETRY_AFTER)),
+        // Never sooner than asked; a little later, so the requests a 429
+        // turned away do not all come back at once.
+        Some(wait) => Some(jittered(wait.min(MAX_RETRY_AFTER))),
         None => Some(backoff(failed.saturating_sub(1), policy.base, policy.max)),
     }
 }
@@ -104,19 +107,20 @@ mod tests {
                 .with_retry_after(Some(Duration::from_secs(s)))
         };
         let p = policy();
-        assert_eq!(
-            retry_delay(&limited(2), 1, &p),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(retry_delay(&limited(600), 1, &p), Some(MAX_RETRY_AFTER));
+        // Never sooner than asked, at most a tenth (a second at most) later.
+        let within = |d: Option<Duration>, lo: u64, hi_ms: u64| {
+            d.is_some_and(|d| d >= Duration::from_secs(lo) && d <= Duration::from_millis(hi_ms))
+        };
+        assert!(within(retry_delay(&limited(2), 1, &p), 2, 2_200));
+        assert!(within(retry_delay(&limited(600), 1, &p), 60, 61_000));
         let secs = |s| Some(Duration::from_secs(s));
-        assert_eq!(retry_within(&limited(2), 1, &p, secs(5)), secs(2));
+        assert!(within(retry_within(&limited(2), 1, &p, secs(5)), 2, 2_200));
         assert_eq!(
             retry_within(&limited(2), 1, &p, secs(1)),
             None,
             "fall back instead"
         );
-        assert_eq!(retry_within(&limited(2), 1, &p, None), secs(2));
+        assert!(within(retry_within(&limited(2), 1, &p, None), 2, 2_200));
     }
 
     #[test]

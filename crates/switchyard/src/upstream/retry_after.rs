@@ -1,18 +1,33 @@
 //! How long an upstream asked us to wait: `retry-after-ms`, `retry-after`
-//! (seconds), and OpenAI's `x-ratelimit-reset-*` Go-style durations.
+//! (seconds or an HTTP date), and OpenAI's `x-ratelimit-reset-*` Go-style
+//! durations; and the jitter every such wait gets on top (contract §10).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use rand::Rng;
 
 use http::HeaderMap;
 
 /// The wait the upstream asked for, if it said.
 pub fn from_headers(h: &HeaderMap) -> Option<Duration> {
+    from_headers_at(h, SystemTime::now())
+}
+
+/// [`from_headers`] with the clock an HTTP-date Retry-After is read against.
+pub fn from_headers_at(h: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         return secs(ms / 1000.0);
     }
-    if let Some(s) = text("retry-after").and_then(|v| v.parse::<f64>().ok()) {
-        return secs(s);
+    if let Some(v) = text("retry-after") {
+        if let Ok(s) = v.parse::<f64>() {
+            return secs(s);
+        }
+        // `Retry-After: Wed, 21 Oct 2026 07:28:00 GMT` (RFC 9110 §10.2.3).
+        if let Ok(at) = httpdate::parse_http_date(v) {
+            let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+            return secs(wait.as_secs_f64());
+        }
     }
     // OpenAI: reset of whichever budget is exhausted (both when unsure).
     let mut wait: Option<Duration> = None;
@@ -26,6 +41,18 @@ pub fn from_headers(h: &HeaderMap) -> Option<Duration> {
         }
     }
     wait
+}
+
+/// `wait` with a little jitter on top, never less: requests told the same
+/// wait do not all come back in the same instant. Up to a tenth of the
+/// wait, at most a second.
+pub fn jittered(wait: Duration) -> Duration {
+    let spread = (wait / 10).min(Duration::from_secs(1));
+    let ms = spread.as_millis() as u64;
+    if ms == 0 {
+        return wait;
+    }
+    wait + Duration::from_millis(rand::rng().random_range(0..=ms))
 }
 
 fn secs(s: f64) -> Option<Duration> {
@@ -95,6 +122,42 @@ mod tests {
             Some(Duration::from_millis(174))
         );
         assert_eq!(from_headers(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn an_http_date_is_the_wait_until_it() {
+        let now = httpdate::parse_http_date("Wed, 02 Dec 2026 17:00:00 GMT").unwrap();
+        let h = headers(&[("retry-after", "Wed, 02 Dec 2026 17:00:30 GMT")]);
+        assert_eq!(from_headers_at(&h, now), Some(Duration::from_secs(30)));
+        // A date already past: retry now; a date a year away: an hour.
+        let h = headers(&[("retry-after", "Wed, 02 Dec 2026 16:00:00 GMT")]);
+        assert_eq!(from_headers_at(&h, now), Some(Duration::ZERO));
+        let h = headers(&[("retry-after", "Thu, 02 Dec 2027 17:00:00 GMT")]);
+        assert_eq!(from_headers_at(&h, now), Some(Duration::from_secs(3600)));
+        let h = headers(&[("retry-after", "soon")]);
+        assert_eq!(from_headers_at(&h, now), None);
+    }
+
+    #[test]
+    fn jitter_is_on_top_and_small() {
+        for wait in [
+            Duration::ZERO,
+            Duration::from_millis(5),
+            Duration::from_secs(2),
+            Duration::from_secs(60),
+        ] {
+            let seen: Vec<Duration> = (0..300).map(|_| jittered(wait)).collect();
+            let spread = (wait / 10).min(Duration::from_secs(1));
+            assert!(
+                seen.iter().all(|d| *d >= wait && *d <= wait + spread),
+                "{wait:?}"
+            );
+            if spread >= Duration::from_millis(10) {
+                // Spread out, not one instant.
+                let distinct: std::collections::BTreeSet<_> = seen.iter().collect();
+                assert!(distinct.len() > 10, "{wait:?}");
+            }
+        }
     }
 
     #[test]
