@@ -35,15 +35,6 @@ const CONVERSE_PATH: &str = "/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/
 const TEXT: &str = "Hello from the mock bedrock provider.";
 const INVOKE_TEXT: &str = "Hello from the mock anthropic provider.";
 
-async fn responses(h: &common::Harness, body: Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(h.url("/v1/responses"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// The text of an Anthropic SSE stream's text deltas.
 fn anthropic_stream_text(body: &str) -> String {
     common::sse_data(body)
@@ -119,11 +110,13 @@ async fn the_anthropic_and_responses_doors_to_converse() {
     assert_eq!(anthropic_stream_text(&text), TEXT, "{text}");
     assert!(text.contains("event: message_stop"), "{text}");
 
-    let r = responses(&h, json!({"model": "chat", "input": "hi"})).await;
+    let r = h.responses(json!({"model": "chat", "input": "hi"})).await;
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["output"][0]["content"][0]["text"], TEXT, "{body}");
-    let r = responses(&h, json!({"model": "chat", "input": "hi", "stream": true})).await;
+    let r = h
+        .responses(json!({"model": "chat", "input": "hi", "stream": true}))
+        .await;
     let text = r.text().await.unwrap();
     assert!(text.contains("response.completed"), "{text}");
     assert_eq!(h.mock.sigv4_verified(), 4);
@@ -399,37 +392,6 @@ clients:
   - { id: team, key_env: CLIENT_KEY, budget: { usd: 100, per: day } }
 "#;
 
-/// Open an OpenAI-door stream as the budgeted client, read it until
-/// `enough` holds, then drop the connection (the user pressed Esc).
-async fn read_then_close(h: &common::Harness, model: &str, enough: &str) -> String {
-    let http = reqwest::Client::new();
-    let mut resp = http
-        .post(h.url("/v1/chat/completions"))
-        .bearer_auth("client-secret")
-        .json(&json!({"model": model, "stream": true, "max_tokens": 200,
-                      "messages": common::user("Tell me about the weather in Paris today, please.")}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200, "{model}");
-    let mut seen = String::new();
-    let read = async {
-        while let Some(chunk) = resp.chunk().await.unwrap() {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if common::sse_text(&seen).contains(enough) {
-                return;
-            }
-        }
-        panic!("{model}: the stream ended before `{enough}`: {seen}");
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), read)
-        .await
-        .expect("the content arrives");
-    drop(resp);
-    drop(http);
-    seen
-}
-
 /// A client that leaves a ConverseStream (and an InvokeModel stream) after
 /// the answer's text: the gateway stops the upstream call (the mock sees
 /// its body dropped), and the client is charged what it received — the
@@ -445,7 +407,7 @@ async fn a_stream_the_client_leaves_is_charged_and_the_bedrock_call_stopped() {
             chunk_delay_ms: 40,
             ..Behavior::fault(Fault::Stall).after(events)
         });
-        let seen = read_then_close(&h, route, "provider.").await;
+        let seen = common::charges::read_then_close(&h, route, |t| t.contains("provider.")).await;
         assert!(!seen.contains("[DONE]"), "{route}: {seen}");
         let d = h.decision(0).await;
         assert_eq!(d["outcome"], "client_closed", "{route}: {d}");
@@ -541,7 +503,7 @@ async fn smuggled_fields_never_choose_the_model_nor_lift_the_cap() {
     }
     assert_eq!(h.post(chat).await.status(), 200);
     assert_eq!(h.messages(messages).await.status(), 200);
-    assert_eq!(responses(&h, resp_body).await.status(), 200);
+    assert_eq!(h.responses(resp_body).await.status(), 200);
     let sent = h.mock.requests();
     assert_eq!(sent.len(), 3);
     for r in &sent {

@@ -59,16 +59,6 @@ fn thinking() -> Behavior {
     b
 }
 
-async fn post_to(h: &common::Harness, path: &str, body: Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(h.url(path))
-        .header("anthropic-version", "2023-06-01")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// An OpenAI stream's reasoning deltas, joined.
 fn sse_reasoning(body: &str) -> String {
     common::sse_data(body)
@@ -165,12 +155,7 @@ async fn every_door_reaches_every_flavor_whole_and_streamed() {
         assert!(text.contains("event: message_stop"), "{route}: {text}");
 
         // Responses, whole and streamed.
-        let r = post_to(
-            &h,
-            "/v1/responses",
-            json!({"model": route, "input": "2+2?"}),
-        )
-        .await;
+        let r = h.responses(json!({"model": route, "input": "2+2?"})).await;
         let v: Value = r.json().await.unwrap();
         let said = v["output"]
             .as_array()
@@ -185,12 +170,9 @@ async fn every_door_reaches_every_flavor_whole_and_streamed() {
             })
             .collect::<String>();
         assert_eq!(said, ANSWER, "{route}: {v}");
-        let r = post_to(
-            &h,
-            "/v1/responses",
-            json!({"model": route, "input": "2+2?", "stream": true}),
-        )
-        .await;
+        let r = h
+            .responses(json!({"model": route, "input": "2+2?", "stream": true}))
+            .await;
         let text = r.text().await.unwrap();
         assert_eq!(stream_texts(&text, "delta"), ANSWER, "{route}: {text}");
         assert!(text.contains("response.completed"), "{route}: {text}");
@@ -291,7 +273,7 @@ async fn a_deepseek_tool_loop_gets_its_reasoning_back() {
         );
 
         // A Responses client (Codex) replays the call as items.
-        let r = post_to(&h, "/v1/responses", json!({"model": "deepseek", "tools": [{"type": "function",
+        let r = h.responses(json!({"model": "deepseek", "tools": [{"type": "function",
             "name": "roll_dice", "parameters": {"type": "object", "properties": {}}}], "input": [
             {"role": "user", "content": "roll for me"},
             {"type": "function_call", "call_id": id, "name": "roll_dice", "arguments": args},

@@ -64,15 +64,6 @@ async fn start() -> common::Harness {
     common::start_on(mock, CONFIG, "", dir).await
 }
 
-async fn responses(h: &common::Harness, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(h.url("/v1/responses"))
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// The model calls the mock received (token requests aside), oldest first.
 fn model_calls(h: &common::Harness) -> Vec<switchyard_mock::RecordedRequest> {
     h.mock
@@ -116,7 +107,7 @@ async fn codex_gets_google_search_beside_its_functions_where_the_deployment_says
             let mut body = codex.clone();
             body["model"] = json!(dep);
             body["stream"] = json!(stream);
-            let resp = responses(&h, &body).await;
+            let resp = h.responses(body.clone()).await;
             assert_eq!(resp.status(), 200, "{dep} stream={stream}");
             let dropped = resp
                 .headers()
@@ -169,7 +160,7 @@ async fn the_capability_adds_no_search_nobody_asked_for() {
 
     for dep in ["gm/gemini-3", "gm/gemini-2.5"] {
         let body = json!({"model": dep, "input": "News?", "tools": [{"type": "web_search"}]});
-        let resp = responses(&h, &body).await;
+        let resp = h.responses(body.clone()).await;
         assert_eq!(resp.status(), 200, "{dep}");
         assert!(resp.headers().get("x-switchyard-dropped-tools").is_none());
         assert_eq!(sent_tools(&h), json!([{"googleSearch": {}}]), "{dep}");
@@ -260,17 +251,15 @@ async fn every_door_and_every_inline_only_provider_refuses_alike() {
             .await;
         assert_refused(resp, url, why, "messages[0].content[1]").await;
 
-        let resp = responses(
-            &h,
-            &json!({
+        let resp = h
+            .responses(json!({
                 "model": dep,
                 "input": [{"role": "user", "content": [
                     {"type": "input_text", "text": "What is this?"},
                     {"type": "input_image", "image_url": url}
                 ]}]
-            }),
-        )
-        .await;
+            }))
+            .await;
         assert_refused(resp, url, why, "messages[0].content[1]").await;
         assert!(model_calls(&h).is_empty(), "{dep}: no upstream was called");
     }
@@ -284,18 +273,16 @@ async fn files_api_uris_and_data_urls_go_without_a_fetch() {
     let h = start().await;
     let files = "https://generativelanguage.googleapis.com/v1beta/files/abc123";
     let data = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
-    let resp = responses(
-        &h,
-        &json!({
+    let resp = h
+        .responses(json!({
             "model": "gm/gemini-2.5",
             "input": [{"role": "user", "content": [
                 {"type": "input_text", "text": "What are these?"},
                 {"type": "input_image", "image_url": files},
                 {"type": "input_image", "image_url": format!("data:image/png;base64,{data}")}
             ]}]
-        }),
-    )
-    .await;
+        }))
+        .await;
     assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
     let sent = model_calls(&h).pop().unwrap().json.unwrap();
     let parts = &sent["contents"][0]["parts"];

@@ -278,31 +278,7 @@ async fn a_vertex_stream_the_client_leaves_is_charged_and_the_call_stopped() {
             chunk_delay_ms: 40,
             ..Behavior::fault(Fault::Stall).after(events)
         });
-        let http = reqwest::Client::new();
-        let mut resp = http
-            .post(h.url("/v1/chat/completions"))
-            .bearer_auth("client-secret")
-            .json(&json!({"model": route, "stream": true, "max_tokens": 200,
-                          "messages": common::user("Tell me about the weather in Paris today, please.")}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200, "{route}");
-        let mut seen = String::new();
-        let read = async {
-            while let Some(chunk) = resp.chunk().await.unwrap() {
-                seen.push_str(&String::from_utf8_lossy(&chunk));
-                if common::sse_text(&seen).ends_with(enough) {
-                    return;
-                }
-            }
-            panic!("{route}: the stream ended early: {seen}");
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(10), read)
-            .await
-            .expect("the content arrives");
-        drop(resp);
-        drop(http);
+        common::charges::read_then_close(&h, route, |t| t.ends_with(enough)).await;
         let d = h.decision(0).await;
         assert_eq!(d["outcome"], "client_closed", "{route}: {d}");
         assert_eq!(d["usage_estimated"], true, "{route}: {d}");

@@ -1126,18 +1126,7 @@ mod tests {
     use crate::bedrock::eventstream::{encode_frame, FrameDecoder};
     use crate::ir::{AnswerBuilder, Message, ReasoningConfig, Tool, ToolCall, Usage};
 
-    const DIR: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/providers/bedrock/"
-    );
-
-    fn read(name: &str) -> Vec<u8> {
-        std::fs::read(format!("{DIR}{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
-
-    fn json_file(name: &str) -> Value {
-        serde_json::from_slice(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
+    use crate::bedrock::testdata::{json_file, read, DIR};
 
     fn files(prefix: &str, suffix: &str) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(DIR)

@@ -226,24 +226,11 @@ mod tests {
     use super::*;
     use serde_json::Value;
 
-    fn dir() -> &'static str {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../fixtures/providers/bedrock/"
-        )
-    }
-
-    fn read(name: &str) -> Vec<u8> {
-        std::fs::read(format!("{}{name}", dir())).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
-
-    fn json(name: &str) -> Value {
-        serde_json::from_slice(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
+    use crate::bedrock::testdata::{json_file as json, read, DIR};
 
     /// File names in `sub` (relative to the bedrock folder) ending in `suffix`.
     fn files(sub: &str, suffix: &str) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(format!("{}{sub}", dir()))
+        let mut names: Vec<String> = std::fs::read_dir(format!("{}{sub}", DIR))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(suffix))
@@ -472,7 +459,7 @@ mod tests {
         for name in files("", ".eventstream") {
             let bytes = read(&name);
             let decoded = name.replace(".eventstream", ".decoded.json");
-            let listed = std::fs::read(format!("{}{decoded}", dir()))
+            let listed = std::fs::read(format!("{}{decoded}", DIR))
                 .map(|b| serde_json::from_slice::<Value>(&b).unwrap())
                 .ok();
             let mut d = FrameDecoder::new();

@@ -109,17 +109,7 @@ mod tests {
     use crate::bedrock::eventstream::{FrameDecoder, FrameKind};
     use serde_json::json;
 
-    fn read(name: &str) -> Vec<u8> {
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../fixtures/providers/bedrock/"
-        );
-        std::fs::read(format!("{dir}{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
-
-    fn json_file(name: &str) -> Value {
-        serde_json::from_slice(&read(name)).unwrap()
-    }
+    use crate::bedrock::testdata::{json_file, read};
 
     fn object(v: Value) -> Map<String, Value> {
         match v {

@@ -19,6 +19,8 @@
 mod converse;
 mod eventstream;
 mod invoke;
+#[cfg(test)]
+mod testdata;
 
 pub use converse::{
     decode_response, encode_request, exception, finish_reason, ConvertError, DecodeError, Encoded,
@@ -65,17 +67,7 @@ pub fn count_tokens_answer(bytes: &[u8]) -> Result<u64, serde_json::Error> {
 mod tests {
     use super::*;
 
-    fn read(name: &str) -> Vec<u8> {
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../fixtures/providers/bedrock/"
-        );
-        std::fs::read(format!("{dir}{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
-
-    fn json_file(name: &str) -> Value {
-        serde_json::from_slice(&read(name)).unwrap()
-    }
+    use super::testdata::{json_file, read};
 
     /// A full Converse body (with the settings CountTokens does not take)
     /// gives the recorded CountTokens body.

@@ -1,7 +1,40 @@
-//! What a client that closed its stream was charged, checked everywhere
-//! it is kept: the upstream call abandoned, the budget, the usage row.
+//! A client that closes its stream mid-way (the user pressed Esc), and
+//! what it was charged, checked everywhere it is kept: the upstream call
+//! abandoned, the budget, the usage row.
 
 use super::Harness;
+
+/// Open an OpenAI-door stream as the budgeted client (`client-secret`),
+/// read it until its text so far satisfies `enough`, then drop the
+/// connection. What was read.
+pub async fn read_then_close(h: &Harness, model: &str, enough: impl Fn(&str) -> bool) -> String {
+    let http = reqwest::Client::new();
+    let mut resp = http
+        .post(h.url("/v1/chat/completions"))
+        .bearer_auth("client-secret")
+        .json(&serde_json::json!({"model": model, "stream": true, "max_tokens": 200,
+                      "messages": super::user("Tell me about the weather in Paris today, please.")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{model}");
+    let mut seen = String::new();
+    let read = async {
+        while let Some(chunk) = resp.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if enough(&super::sse_text(&seen)) {
+                return;
+            }
+        }
+        panic!("{model}: the stream ended before its text was enough: {seen}");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the content arrives");
+    drop(resp);
+    drop(http);
+    seen
+}
 
 /// The one request `h` served was closed by its client after `output`
 /// tokens and charged `cost`: the upstream stream was dropped, the

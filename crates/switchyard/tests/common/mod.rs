@@ -275,6 +275,16 @@ impl Harness {
 }
 
 impl Harness {
+    /// `POST /v1/responses` as a Responses client (Codex) sends it.
+    pub async fn responses(&self, body: serde_json::Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(self.url("/v1/responses"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// `POST /v1/messages` as an Anthropic client sends it.
     pub async fn messages(&self, body: serde_json::Value) -> reqwest::Response {
         reqwest::Client::new()
