@@ -203,10 +203,7 @@ pub fn parse(src: &str, d: &mut Diags) -> Option<Node> {
         Err(e) => {
             let pos = e
                 .location()
-                .map(|l| Pos {
-                    line: l.line() as usize,
-                    column: l.column() as usize,
-                })
+                .map(|l| pos_in(src, &l))
                 .unwrap_or(Pos { line: 1, column: 1 });
             let msg = e.to_string();
             // The position goes in the diagnostic's prefix, not twice.
@@ -233,11 +230,47 @@ pub fn parse(src: &str, d: &mut Diags) -> Option<Node> {
     }
 }
 
-fn build(sp: Spanned<Raw>, src: &str) -> Node {
-    let pos = Pos {
-        line: sp.referenced.line() as usize,
-        column: sp.referenced.column() as usize,
+/// Where `l` is in `src` as an editor or `grep -n` counts: lines end at
+/// `\n` only. The parser also ends a line at a lone `\r` (YAML 1.2), which
+/// would name a line no editor shows, so the position is counted again from
+/// the byte offset (or, for errors, which carry none, from the parser's own
+/// line and column).
+fn pos_in(src: &str, l: &serde_saphyr::Location) -> Pos {
+    let (line, column) = (l.line() as usize, l.column() as usize);
+    let at = match l.span().byte_offset() {
+        Some(o) => Some(o as usize),
+        None => yaml_offset(src, line, column),
     };
+    let Some(before) = at.and_then(|at| src.get(..at)) else {
+        return Pos { line, column };
+    };
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    Pos {
+        line: before.matches('\n').count() + 1,
+        column: before[line_start..].chars().count() + 1,
+    }
+}
+
+/// The byte offset of 1-based `line`:`column` as YAML counts them (a line
+/// ends at `\n`, `\r\n` or a lone `\r`; columns are characters).
+fn yaml_offset(src: &str, line: usize, column: usize) -> Option<usize> {
+    let (mut l, mut c) = (1, 1);
+    let mut chars = src.char_indices().peekable();
+    while let Some((i, ch)) = chars.next() {
+        if (l, c) == (line, column) {
+            return Some(i);
+        }
+        match ch {
+            '\r' if chars.peek().is_some_and(|&(_, n)| n == '\n') => {}
+            '\n' | '\r' => (l, c) = (l + 1, 1),
+            _ => c += 1,
+        }
+    }
+    ((l, c) == (line, column)).then_some(src.len())
+}
+
+fn build(sp: Spanned<Raw>, src: &str) -> Node {
+    let pos = pos_in(src, &sp.referenced);
     let span = sp.defined.span();
     let span = span.byte_offset().zip(span.byte_len()).and_then(|(o, l)| {
         let r = o as usize..(o + l) as usize;

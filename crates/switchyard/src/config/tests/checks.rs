@@ -19,6 +19,15 @@ fn yaml_syntax_error_is_one_diagnostic() {
         "YAML syntax error: unclosed bracket",
     );
     one("a:\n  b: 1\n c: 2\n", 3, 2, "", "YAML syntax error");
+    // A lone CR ends a YAML line but no editor's: positions count `\n`.
+    one("\r \r\0", 1, 4, "", "YAML syntax error");
+    one(
+        "server:\r\n  listen: [1, 2\r\n",
+        2,
+        11,
+        "",
+        "YAML syntax error: unclosed bracket",
+    );
 }
 
 #[test]
