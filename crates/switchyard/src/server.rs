@@ -140,6 +140,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         sighup_reload(app.clone(), shutdown.clone()),
         sweep(store, shutdown.clone()),
         crate::reliability::key_check::spawn(app.live.clone(), shutdown.clone()),
+        crate::reliability::probe::spawn(app.live.clone(), app.sinks.clone(), shutdown.clone()),
     ];
     if let Some(w) = crate::admin::watch::watch(app.clone(), shutdown.clone()) {
         tasks.push(w);

@@ -46,30 +46,48 @@ pub fn models_url(p: &ProviderRt) -> Option<Uri> {
 
 /// Ask the upstream whether it takes `key`.
 pub async fn check(p: &ProviderRt, key: &ProviderKey) -> Verdict {
-    let req = match build(p, key) {
-        Ok(r) => r,
-        Err(e) => return Verdict::Unknown(e),
-    };
+    match list_models(p, Some(key)).await {
+        Ok(()) => Verdict::Works,
+        Err(e) if e.upstream_status.is_some() => verdict(&e),
+        Err(e) => Verdict::Unknown(e.message),
+    }
+}
+
+/// The free call itself: the model list with `key` (none: a provider that
+/// takes none). `Err` is the refusal classified as a request's would be
+/// (with its status), or, with no status, what kept the answer away.
+pub async fn list_models(p: &ProviderRt, key: Option<&ProviderKey>) -> Result<(), GatewayError> {
+    let req = build(p, key)
+        .map_err(|e| GatewayError::new(ErrorCode::UpstreamError, Source::Gateway, e))?;
     let t = p.cfg.timeouts;
     let by = Instant::now() + t.total.min(CHECK_TIMEOUT);
     let first_by = (Instant::now() + t.first_byte).min(by);
     let fut = crate::upstream::client::request(t.connect, req);
     let resp = match tokio::time::timeout_at(first_by, fut).await {
-        Err(_) => return Verdict::Unknown("no answer in time".into()),
-        Ok(Err(e)) => return Verdict::Unknown(format!("could not reach the upstream: {e}")),
+        Err(_) => {
+            return Err(GatewayError::upstream(
+                ErrorCode::Timeout,
+                "no answer in time",
+            ))
+        }
+        Ok(Err(e)) => {
+            return Err(GatewayError::upstream(
+                ErrorCode::ConnectionError,
+                format!("could not reach the upstream: {e}"),
+            ))
+        }
         Ok(Ok(r)) => r,
     };
     let status = resp.status();
     if status.is_success() {
-        return Verdict::Works;
+        return Ok(());
     }
     let headers = resp.headers().clone();
-    let body = match read_body(resp.into_body(), MAX_ERROR_BODY, by, by).await {
-        Ok(b) => b,
-        Err(e) => return Verdict::Unknown(e.message),
-    };
+    let body = read_body(resp.into_body(), MAX_ERROR_BODY, by, by).await?;
     let secrets = p.secret_refs();
-    verdict(&p.api().classify(status, &headers, &body, &secrets))
+    let mut e = p.api().classify(status, &headers, &body, &secrets);
+    e.upstream_status.get_or_insert(status.as_u16());
+    Err(e)
 }
 
 /// A refusal's word on the key.
@@ -84,15 +102,17 @@ fn verdict(e: &GatewayError) -> Verdict {
     }
 }
 
-fn build(p: &ProviderRt, key: &ProviderKey) -> Result<Request<Bytes>, String> {
+fn build(p: &ProviderRt, key: Option<&ProviderKey>) -> Result<Request<Bytes>, String> {
     let url = models_url(p).ok_or("the provider's base_url does not parse")?;
     let mut req = Request::new(Bytes::new());
     *req.method_mut() = Method::GET;
     *req.uri_mut() = url;
     let h = req.headers_mut();
     h.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    let (name, value) = super::provider::key_header(p.api(), key).map_err(|e| e.message)?;
-    h.insert(name, value);
+    if let Some(key) = key {
+        let (name, value) = super::provider::key_header(p.api(), key).map_err(|e| e.message)?;
+        h.insert(name, value);
+    }
     for (k, v) in p.api().fixed_headers() {
         h.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
     }

@@ -243,12 +243,17 @@ fn publish_gauges(app: &App) {
     for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
         if let Some(b) = c.budget {
             let s = live.governance.budgets.account(id).snapshot(b.per, now);
+            let client = ClientLabels {
+                client: Name(id.clone()),
+            };
             app.metrics
                 .budget_spent_usd
-                .get_or_create(&ClientLabels {
-                    client: Name(id.clone()),
-                })
+                .get_or_create(&client)
                 .set(s.spent_usd);
+            app.metrics
+                .budget_limit_usd
+                .get_or_create(&client)
+                .set(b.usd);
         }
     }
     app.metrics

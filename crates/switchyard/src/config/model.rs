@@ -204,6 +204,47 @@ pub struct Provider {
     pub location: Option<String>,
     /// Bedrock: where its credentials come from (`keys` are refused there).
     pub credentials: Option<CloudCredentials>,
+    /// Background probes of what carries no traffic (contract §10).
+    pub probe: Option<Probe>,
+}
+
+/// `providers.<p>.probe` (contract §10): how the provider's deployments
+/// and keys that carry no traffic are checked in the background.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// How often an idle deployment or key is probed (jittered ±10%).
+    pub every: Duration,
+    pub kind: ProbeKind,
+    /// At most this fraction of a deployment's rpm goes to probes.
+    pub max_share: f64,
+    /// `kind: completion`: the upstream model a key is checked with (a
+    /// deployment is always checked with its own); `None`: the provider's
+    /// cheapest deployment.
+    pub model: Option<String>,
+}
+
+impl Probe {
+    pub const DEFAULT_EVERY: Duration = Duration::from_secs(30);
+    pub const DEFAULT_MAX_SHARE: f64 = 0.02;
+}
+
+/// What a probe asks the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProbeKind {
+    /// An authenticated call that costs nothing (listing models).
+    #[default]
+    Auth,
+    /// A one-token completion.
+    Completion,
+}
+
+impl ProbeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeKind::Auth => "auth",
+            ProbeKind::Completion => "completion",
+        }
+    }
 }
 
 /// A cloud provider's credentials (contract §9).

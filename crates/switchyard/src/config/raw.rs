@@ -68,6 +68,8 @@ pub struct RawProvider {
     pub timeouts: RawTimeouts,
     pub limits: RawLimits,
     pub circuit: RawCircuit,
+    /// `probe:` (contract §10); `None` when absent.
+    pub probe: Option<RawProbe>,
     pub headers: Vec<(Sp<String>, Sp<String>)>,
     pub options: serde_json::Map<String, serde_json::Value>,
     pub api_version: Opt<String>,
@@ -121,6 +123,16 @@ pub struct RawCircuit {
     pub consecutive_failures: Opt<u32>,
     pub latency_p95: Opt<Duration>,
     pub cooldown: Opt<Duration>,
+}
+
+/// `providers.<p>.probe` (contract §10).
+#[derive(Debug, Default)]
+pub struct RawProbe {
+    pub at: At,
+    pub every: Opt<Duration>,
+    pub kind: Opt<crate::config::model::ProbeKind>,
+    pub max_share: Opt<f64>,
+    pub model: Opt<String>,
 }
 
 #[derive(Debug, Default)]

@@ -98,6 +98,15 @@ impl Record {
         }
         w.raw(b",\"duration_ms\":");
         w.float(self.duration_ms);
+        if let Some(p) = self.probe {
+            w.raw(b",\"probe\":{\"kind\":");
+            w.string(p.kind);
+            w.raw(b",\"reason\":");
+            w.string(p.reason);
+            w.raw(b",\"result\":");
+            w.string(p.result);
+            w.raw(b"}");
+        }
         w.raw(b"}");
     }
 }
@@ -284,6 +293,12 @@ mod tests {
         c.retries = 1;
         c.transitions = vec!["closed->open (failure_rate)".into()];
         c.duration_ms = 20.5;
+        assert_eq!(hand_line(&c), serde_line(&c));
+        c.probe = Some(crate::observe::record::ProbeTag {
+            kind: "auth",
+            reason: "idle",
+            result: "failed",
+        });
         assert_eq!(hand_line(&c), serde_line(&c));
     }
 }

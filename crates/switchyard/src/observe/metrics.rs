@@ -86,6 +86,12 @@ pub struct ClientLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeLabels {
+    pub deployment: Name,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OpLabels {
     pub op: &'static str,
 }
@@ -118,6 +124,13 @@ pub struct Metrics {
     /// Trace spans not exported: the export queue was full, or the
     /// collector did not take them (not in contract §6's list: ours).
     pub trace_spans_dropped: Counter,
+    /// Background probes (contract §10) by deployment and result.
+    pub probes: Family<ProbeLabels, Counter>,
+    /// Each client's budget limit in USD (beside its spend: the alert on
+    /// spend past 80% of the window divides the two).
+    pub budget_limit_usd: Family<ClientLabels, Gauge<f64, AtomicU64>>,
+    /// Billed ÷ estimated input tokens per answered request.
+    pub token_estimate_ratio: Histogram,
     registry: Registry,
     /// Every family declared, for the ones with no series yet.
     families: Vec<Declared>,
@@ -145,6 +158,10 @@ fn declare<M: prometheus_client::registry::Metric + TypedMetric>(
     });
     registry.register(name, help, metric);
 }
+
+/// Around 1 (the estimate right), finer where the alert looks (1.3).
+const ESTIMATE_RATIO_BUCKETS: [f64; 12] =
+    [0.5, 0.7, 0.8, 0.9, 0.95, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0];
 
 fn latency_histogram() -> Histogram {
     // 1 ms … ~65 s.
@@ -181,6 +198,9 @@ impl Metrics {
             state_backend_errors: Family::default(),
             cache_entries: Gauge::default(),
             trace_spans_dropped: Counter::default(),
+            probes: Family::default(),
+            budget_limit_usd: Family::default(),
+            token_estimate_ratio: Histogram::new(ESTIMATE_RATIO_BUCKETS.iter().copied()),
             registry: Registry::default(),
             families: Vec::new(),
         };
@@ -338,6 +358,27 @@ impl Metrics {
             "switchyard_trace_spans_dropped",
             "Trace spans dropped: export queue full or collector unreachable",
             m.trace_spans_dropped.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_probes",
+            "Background probes by deployment and result",
+            m.probes.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_budget_limit_usd",
+            "Budget limit of each client with a budget",
+            m.budget_limit_usd.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_token_estimate_ratio",
+            "Billed input tokens divided by the gateway's estimate, per request",
+            m.token_estimate_ratio.clone(),
         );
         for result in ["hit", "miss"] {
             drop(m.cache.get_or_create(&ResultLabels { result }));

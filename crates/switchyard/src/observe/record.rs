@@ -264,6 +264,26 @@ pub struct Record {
     /// The stream broke after its first byte reached the client.
     #[serde(skip)]
     pub interrupted: bool,
+    /// The input estimate of the attempt that served, as its upstream
+    /// bills (tool definitions its way): against the billed input, the
+    /// `switchyard_token_estimate_ratio`.
+    #[serde(skip)]
+    pub input_estimate: u64,
+    /// A background probe's record (client `_probe`), not a request's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeTag>,
+}
+
+/// What a probe's record says it was (contract §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProbeTag {
+    /// `auth` or `completion`.
+    pub kind: &'static str,
+    /// Why: `idle`, `circuit`, `spare_key`.
+    pub reason: &'static str,
+    /// `ok`, `failed`, `key_rejected`, `rate_limited`, `error`: the
+    /// `switchyard_probes_total{result}` label.
+    pub result: &'static str,
 }
 
 impl Record {
@@ -308,6 +328,8 @@ impl Record {
             duration_ms: 0.0,
             started: Instant::now(),
             interrupted: false,
+            input_estimate: 0,
+            probe: None,
         }
     }
 

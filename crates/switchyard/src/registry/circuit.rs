@@ -14,6 +14,7 @@
 //! The request path costs one record read (`admit`) and one counter add
 //! (`record`); thresholds are only evaluated on a failure or a slow answer.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,6 +107,9 @@ const SLOW: usize = 2;
 pub struct Breaker {
     store: Arc<dyn StateStore>,
     cfg: ArcSwap<Circuit>,
+    /// The provider is probed (`probe:`): the half-open trial is the
+    /// prober's ([`Breaker::claim_probe`]), never a client's request.
+    probed: AtomicBool,
     rec_key: Box<str>,
     win_key: Box<str>,
     run_key: Box<str>,
@@ -117,6 +121,7 @@ impl Breaker {
         Breaker {
             store,
             cfg: ArcSwap::from_pointee(cfg),
+            probed: AtomicBool::new(false),
             rec_key: format!("{scope}:cb").into(),
             win_key: format!("{scope}:cb:win").into(),
             run_key: format!("{scope}:cb:run").into(),
@@ -126,6 +131,16 @@ impl Breaker {
     /// A reload's new settings; the state itself is kept.
     pub fn set_config(&self, cfg: Circuit) {
         self.cfg.store(Arc::new(cfg));
+    }
+
+    /// Whether background probes, not client requests, try the deployment
+    /// once its cooldown is over.
+    pub fn set_probed(&self, probed: bool) {
+        self.probed.store(probed, Ordering::Relaxed);
+    }
+
+    fn probed(&self) -> bool {
+        self.probed.load(Ordering::Relaxed)
     }
 
     fn base(&self) -> Duration {
@@ -159,6 +174,7 @@ impl Breaker {
         match Self::mode(rec) {
             CLOSED => true,
             FORCED_OPEN => false,
+            _ if self.probed() => false,
             _ => self.store.millis(now) >= until,
         }
     }
@@ -175,23 +191,49 @@ impl Breaker {
             },
             // Cooldown or the probe's lease still running.
             _ if now_ms < until => Admit::Rejected { retry_in: wait },
-            _ => {
-                let claim = self.rec(
-                    HALF_OPEN,
-                    now_ms + PROBE_LEASE.as_millis() as u64,
-                    self.cooldown_of(rec),
-                );
-                // Exactly one caller wins the swap; the rest see the lease.
-                if self
-                    .store
-                    .swap_if(&self.rec_key, rec, Some(claim), None, now)
-                {
-                    Admit::Probe
-                } else {
-                    Admit::Rejected {
-                        retry_in: PROBE_LEASE,
-                    }
-                }
+            // The prober tries it; a request waits for its word.
+            _ if self.probed() => Admit::Rejected {
+                retry_in: self.cooldown_of(rec),
+            },
+            _ => self.claim(rec, now_ms, now),
+        }
+    }
+
+    /// Open (or half-open with its trial's lease run out) and past its
+    /// cooldown: the prober may try it (read-only).
+    pub fn is_probe_due(&self, now: Instant) -> bool {
+        let rec = self.read(now);
+        matches!(Self::mode(rec), OPEN | HALF_OPEN)
+            && self.store.millis(now) >= rec.map_or(0, |r| r.0[1])
+    }
+
+    /// The prober's half-open trial: `true` when the cooldown is over and
+    /// this caller (of every instance sharing the store) won the trial;
+    /// report its outcome with `probe: true`.
+    pub fn claim_probe(&self, now: Instant) -> bool {
+        let rec = self.read(now);
+        let now_ms = self.store.millis(now);
+        match Self::mode(rec) {
+            OPEN | HALF_OPEN if now_ms >= rec.map_or(0, |r| r.0[1]) => {
+                self.claim(rec, now_ms, now) == Admit::Probe
+            }
+            _ => false,
+        }
+    }
+
+    /// Half-open, leased to one caller: the swap picks exactly one.
+    fn claim(&self, rec: Option<Record>, now_ms: u64, now: Instant) -> Admit {
+        let lease = now_ms + PROBE_LEASE.as_millis() as u64;
+        let claim = self.rec(HALF_OPEN, lease, self.cooldown_of(rec));
+        // Exactly one caller wins the swap; the rest see the lease.
+        if self
+            .store
+            .swap_if(&self.rec_key, rec, Some(claim), None, now)
+        {
+            Admit::Probe
+        } else {
+            Admit::Rejected {
+                retry_in: PROBE_LEASE,
             }
         }
     }

@@ -6,6 +6,7 @@
 //! shared store merges instances by adding). The health score and latency
 //! estimate are EWMAs, so one odd sample moves them a little, not a lot.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +53,9 @@ pub struct Health {
     score_key: Box<str>,
     lat_key: Box<str>,
     inflight_key: Arc<str>,
+    /// When a request's attempt last started here (store ms; 0: never):
+    /// what tells the prober the deployment carries no traffic.
+    last_start: AtomicU64,
 }
 
 /// Counts one request in flight until dropped.
@@ -74,14 +78,28 @@ impl Health {
             score_key: format!("{scope}:h:score").into(),
             lat_key: format!("{scope}:h:lat").into(),
             inflight_key: format!("{scope}:h:inflight").into(),
+            last_start: AtomicU64::new(0),
         }
     }
 
     pub fn start(&self) -> InflightGuard {
         self.store.gauge_add(&self.inflight_key, 1);
+        let now = self.store.millis(Instant::now());
+        self.last_start.store(now, Ordering::Relaxed);
         InflightGuard {
             store: self.store.clone(),
             key: self.inflight_key.clone(),
+        }
+    }
+
+    /// How long since a request's attempt last started here; `None`:
+    /// never (since start-up).
+    pub fn idle_for(&self, now: Instant) -> Option<Duration> {
+        match self.last_start.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(Duration::from_millis(
+                self.store.millis(now).saturating_sub(at),
+            )),
         }
     }
 
@@ -181,6 +199,9 @@ pub struct KeyState {
     /// `quota_exhausted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+    /// The key's last background probe (contract §10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_probe: Option<super::probe_log::LastProbe>,
 }
 
 /// Why a key is set aside.
@@ -448,6 +469,7 @@ impl KeyTracker {
                     label: t.label.clone(),
                     status,
                     reason,
+                    last_probe: None,
                 }
             })
             .collect()

@@ -11,6 +11,7 @@ pub mod circuit;
 pub mod health;
 pub mod held;
 pub mod limits;
+pub mod probe_log;
 pub mod retry_budget;
 
 use crate::state::cache::ResponseCache;
@@ -40,6 +41,8 @@ pub struct DeploymentState {
     pub limits: DeploymentLimits,
     pub retry_budget: RetryBudget,
     pub keys: KeyTracker,
+    /// The last probes of it and its provider's keys.
+    pub probes: probe_log::ProbeLog,
     /// What this deployment's circuit and health are shared with.
     shared: Arc<dyn Shared>,
     /// Its rpm and tpm windows' names on the fleet's Redis (made once).
@@ -59,6 +62,8 @@ pub struct DeploymentAdmin {
     pub rpm_used: u64,
     pub tpm_used: u64,
     pub keys: Vec<KeyState>,
+    /// The last background probe (contract §10), when it has been probed.
+    pub last_probe: Option<probe_log::LastProbe>,
 }
 
 impl DeploymentState {
@@ -66,13 +71,15 @@ impl DeploymentState {
         let scope = format!("dep:{id}");
         let (provider, p) = provider_of(cfg, id);
         let keys = p.map_or(&[][..], |p| &p.keys[..]);
+        let circuit = Breaker::new(
+            store.clone(),
+            &scope,
+            p.map(|p| p.circuit).unwrap_or_default(),
+        );
+        circuit.set_probed(p.is_some_and(|p| p.probe.is_some()));
         DeploymentState {
             id: id.to_owned(),
-            circuit: Breaker::new(
-                store.clone(),
-                &scope,
-                p.map(|p| p.circuit).unwrap_or_default(),
-            ),
+            circuit,
             health: Health::new(store.clone(), &scope),
             limits: DeploymentLimits::new(
                 store.clone(),
@@ -81,6 +88,7 @@ impl DeploymentState {
             ),
             retry_budget: RetryBudget::new(store.clone(), &scope),
             keys: KeyTracker::new(store.clone(), provider, keys),
+            probes: probe_log::ProbeLog::default(),
             shared_windows: shared
                 .counter(&format!("dep:{id}:rpm"))
                 .zip(shared.counter(&format!("dep:{id}:tpm"))),
@@ -116,6 +124,7 @@ impl DeploymentState {
         let (provider, p) = provider_of(cfg, &self.id);
         if let Some(p) = p {
             self.circuit.set_config(p.circuit);
+            self.circuit.set_probed(p.probe.is_some());
             self.limits.set_config(p.limits);
             // A key whose value changed is in use again.
             self.keys.set_keys(provider, &p.keys);
@@ -165,7 +174,16 @@ impl DeploymentState {
             inflight: h.inflight,
             rpm_used,
             tpm_used,
-            keys: self.keys.states(),
+            keys: self
+                .keys
+                .states()
+                .into_iter()
+                .map(|mut k| {
+                    k.last_probe = self.probes.last_key(&k.label);
+                    k
+                })
+                .collect(),
+            last_probe: self.probes.last(),
         }
     }
 }

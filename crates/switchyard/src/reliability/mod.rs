@@ -22,6 +22,7 @@
 pub mod client_side;
 pub mod ctx;
 pub mod key_check;
+pub mod probe;
 pub mod relay;
 pub mod resume;
 pub mod retry;
@@ -444,6 +445,7 @@ pub(crate) async fn admit_attempt(
     let st = &dep.state;
     // The tokens as this upstream bills them (its way of rendering tools).
     let estimate = estimate.saturating_add_signed(ctx.input.extra(crate::route::renders(dep)));
+    ctx.rec.input_estimate = estimate;
     let admitted = admit_limits(st.shared(), dep, estimate, ctx).await;
     match admitted {
         Ok((reservation, permit)) => Ok(Slot {

@@ -13,8 +13,8 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use super::Sink;
 use crate::observe::metrics::{
-    AttemptLabels, ClientLabels, DeploymentLabels, Metrics, Name, ReasonLabels, RequestLabels,
-    ResultLabels, RouteLabels, ScopeLabels, TokenLabels,
+    AttemptLabels, ClientLabels, DeploymentLabels, Metrics, Name, ProbeLabels, ReasonLabels,
+    RequestLabels, ResultLabels, RouteLabels, ScopeLabels, TokenLabels,
 };
 use crate::observe::record::Record;
 
@@ -32,9 +32,31 @@ impl Sink for MetricsSink {
     }
 }
 
+/// Billed ÷ estimated input, for requests the upstream counted itself.
+fn estimate_ratio(r: &Record, m: &Metrics) {
+    let billed = r.tokens.input;
+    if r.outcome == "ok" && r.cache != "hit" && !r.usage_estimated && billed > 0 {
+        if let Some(est) = std::num::NonZeroU64::new(r.input_estimate) {
+            m.token_estimate_ratio
+                .observe(billed as f64 / est.get() as f64);
+        }
+    }
+}
+
 /// The request's contribution to the Prometheus metrics, written once.
 fn record(r: &Record, m: &Arc<Metrics>) {
+    if let Some(p) = r.probe {
+        // A probe is not a client request: counted apart, never started.
+        let deployment = Name(r.selected.clone().unwrap_or_else(|| Arc::from("")));
+        let labels = ProbeLabels {
+            deployment,
+            result: p.result,
+        };
+        m.probes.get_or_create(&labels).inc();
+        return;
+    }
     m.inflight.dec();
+    estimate_ratio(r, m);
     if let result @ ("hit" | "miss") = r.cache {
         m.cache.get_or_create(&ResultLabels { result }).inc();
     }

@@ -637,6 +637,26 @@ impl Fleet {
         let _: Option<()> = self.read(|r| set_px(r, key, value, ttl)).await;
     }
 
+    /// `SET key value NX PX ttl`: whether this instance took `key` (the
+    /// one instance to do a piece of work until `ttl`). Redis away: `true`,
+    /// each instance then does its own.
+    pub async fn claim(&self, key: String, ttl: Duration) -> bool {
+        let me = self.instance.to_string();
+        self.read(|r| async move {
+            let mut c = r.conn();
+            ::redis::cmd("SET")
+                .arg(key)
+                .arg(me)
+                .arg("NX")
+                .arg("PX")
+                .arg((ttl.as_millis() as u64).max(1))
+                .query_async::<Option<String>>(&mut c)
+                .await
+        })
+        .await
+        .is_none_or(|r| r.is_some())
+    }
+
     /// `SET key value PX ttl` in the background.
     pub fn set_later(self: &Arc<Self>, key: String, value: String, ttl: Duration) {
         self.write(move |r| set_px(r, key, value, ttl));

@@ -83,6 +83,17 @@ pub trait Shared: Send + Sync {
         ttl: Duration,
     ) -> BoxFuture<'a, ()>;
 
+    /// Take `key` for one piece of work until `ttl` (a probe): `true` for
+    /// exactly one instance of a fleet; always alone, or with Redis away.
+    fn claim<'a>(&'a self, key: &'a str, ttl: Duration) -> BoxFuture<'a, bool>;
+
+    /// A small note every instance may read (the last probe of a
+    /// deployment), written in the background; gone after `ttl`.
+    fn put_note(&self, key: &str, value: String, ttl: Duration);
+
+    /// A note [`Shared::put_note`] wrote (`None` alone).
+    fn note<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<String>>;
+
     /// A key issued on another instance a moment ago.
     fn find_key<'a>(&'a self, sha256: &'a str) -> BoxFuture<'a, Option<SharedKey>>;
 
@@ -162,6 +173,16 @@ impl Shared for Alone {
 
     fn remember_session<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+
+    fn claim<'a>(&'a self, _: &'a str, _: Duration) -> BoxFuture<'a, bool> {
+        Box::pin(async { true })
+    }
+
+    fn put_note(&self, _: &str, _: String, _: Duration) {}
+
+    fn note<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { None })
     }
 
     fn find_key<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Option<SharedKey>> {
@@ -266,6 +287,18 @@ impl Shared for OnRedis {
         ttl: Duration,
     ) -> BoxFuture<'a, ()> {
         Box::pin(self.0.set(self.0.key(key), deployment.to_owned(), ttl))
+    }
+
+    fn claim<'a>(&'a self, key: &'a str, ttl: Duration) -> BoxFuture<'a, bool> {
+        Box::pin(self.0.claim(self.0.key(key), ttl))
+    }
+
+    fn put_note(&self, key: &str, value: String, ttl: Duration) {
+        self.0.set_later(self.0.key(key), value, ttl);
+    }
+
+    fn note<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<String>> {
+        Box::pin(self.0.get(self.0.key(key)))
     }
 
     fn find_key<'a>(&'a self, sha256: &'a str) -> BoxFuture<'a, Option<SharedKey>> {

@@ -154,7 +154,7 @@ function renderState(s) {
       tr.dataset.deployment = d.id;
       cells(
         tr,
-        ['id', 'provider', 'circuit', 'health_score', 'error_rate', 'latency_p50_ms', 'latency_p95_ms', 'inflight', 'rpm', 'tpm', 'keys'],
+        ['id', 'provider', 'circuit', 'health_score', 'error_rate', 'latency_p50_ms', 'latency_p95_ms', 'inflight', 'rpm', 'tpm', 'keys', 'probe'],
         ['health_score', 'error_rate', 'latency_p50_ms', 'latency_p95_ms', 'inflight'],
       );
       const id = cell(tr, 'id');
@@ -187,6 +187,29 @@ function fillDeployment(tr, d) {
   meter(cell(tr, 'rpm'), d.rpm_used, d.rpm_limit);
   meter(cell(tr, 'tpm'), d.tpm_used, d.tpm_limit);
   renderKeys(cell(tr, 'keys'), d.keys || []);
+  renderProbe(cell(tr, 'probe'), d.last_probe, d.keys || []);
+}
+
+// The deployment's last background probe, and its keys' in the tooltip.
+function renderProbe(td, p, keys) {
+  const keyNotes = keys
+    .filter((k) => k.last_probe)
+    .map((k) => `${k.label}: ${k.last_probe.result} (${k.last_probe.reason})`);
+  const text = p ? `${p.result} · ${p.kind} · ${p.reason} · ${p.latency_ms} ms` : '–';
+  const title = [p && p.error ? p.error : '', ...keyNotes].filter(Boolean).join('\n');
+  const key = `${text}|${title}|${p ? p.at_ms : ''}`;
+  if (td.dataset.text === key) return;
+  td.dataset.text = key;
+  td.title = title;
+  const when = p ? ` ${ago(p.at_ms)}` : '';
+  td.replaceChildren(
+    p ? el('span', p.result === 'ok' ? 'good' : 'bad', text + when) : el('span', 'dim', '–'),
+  );
+}
+
+function ago(atMs) {
+  const s = Math.max(0, Math.round((Date.now() - atMs) / 1000));
+  return s < 60 ? `${s}s ago` : `${Math.round(s / 60)}m ago`;
 }
 
 function renderKeys(td, keys) {

@@ -472,3 +472,82 @@ fn hostile_files_get_diagnostics_not_a_panic() {
         );
     }
 }
+
+#[test]
+fn probe_settings_are_checked() {
+    let p = |probe: &str| {
+        format!(
+            "providers:\n  p: {{ protocol: openai, probe: {probe} }}\nmodels:\n  - {{ provider: p, model: a }}\n"
+        )
+    };
+    one(
+        &p("{ every: 500ms }"),
+        2,
+        42,
+        "providers.p.probe.every",
+        "at least 1s",
+    );
+    one(
+        &p("{ max_share: 0 }"),
+        2,
+        46,
+        "providers.p.probe.max_share",
+        "(0, 1]",
+    );
+    one(
+        &p("{ kind: ping }"),
+        2,
+        41,
+        "providers.p.probe.kind",
+        "auth, completion",
+    );
+    one(
+        &p("{ kind: auth, model: a }"),
+        2,
+        54,
+        "providers.p.probe.model",
+        "no effect with `kind: auth`",
+    );
+    one(
+        &p("{ kind: completion, model: b }"),
+        2,
+        60,
+        "providers.p.probe.model",
+        "no deployment of `p` serves `b` (its models: a)",
+    );
+    one(
+        &p("{ sometimes: 1s }"),
+        2,
+        35,
+        "providers.p.probe.sometimes",
+        "unknown key",
+    );
+    // A free call needs a model list the gateway can sign for.
+    let bedrock = "providers:\n  b: { protocol: bedrock, region: us-east-1, credentials: default, probe: { every: 5s } }\nmodels:\n  - { provider: b, model: m }\n";
+    let all = errs(bedrock);
+    assert!(
+        all.iter()
+            .any(|(_, _, path, m)| path == "providers.b.probe" && m.contains("not supported yet")),
+        "{all:#?}"
+    );
+    // Accepted as written.
+    let cfg = super::load(&p(
+        "{ every: 2s, kind: completion, model: a, max_share: 0.5 }",
+    ))
+    .unwrap();
+    let probe = cfg.providers["p"].probe.clone().unwrap();
+    assert_eq!(
+        (
+            probe.every,
+            probe.kind,
+            probe.max_share,
+            probe.model.as_deref()
+        ),
+        (
+            std::time::Duration::from_secs(2),
+            crate::config::ProbeKind::Completion,
+            0.5,
+            Some("a")
+        )
+    );
+}

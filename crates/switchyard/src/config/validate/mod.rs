@@ -24,6 +24,7 @@ pub fn validate(d: &mut Diags, raw: RawConfig, env: Env, version: String) -> Con
     let server = globals::server(d, &raw.server, env);
     let providers = providers::check(d, &raw.providers, env);
     let (deployments, deployment_order) = models::check(d, &raw.models, &providers);
+    providers::check_probe_models(d, &raw.providers, &providers, &deployments);
     let routes = routes::check(d, &raw.routes, &deployments);
     let task_rules = routes::check_task_rules(d, &raw.task_rules);
     let clients = raw

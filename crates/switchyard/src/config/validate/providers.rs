@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use super::super::fields::{self as f, fields, items, pick};
 use super::super::node::{At, Node, Sp};
 use super::super::raw::{
-    entries, section, RawCircuit, RawCredentials, RawKey, RawLimits, RawProvider, RawTimeouts,
+    entries, section, RawCircuit, RawCredentials, RawKey, RawLimits, RawProbe, RawProvider,
+    RawTimeouts,
 };
 use super::super::Diags;
 use super::models::field_at;
@@ -36,6 +37,7 @@ const KEYS: &[&str] = &[
     "location",
     "credentials",
     "flavor",
+    "probe",
 ];
 pub const AZURE_API_VERSION: &str = "2024-10-21";
 
@@ -120,6 +122,26 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
             latency_p95: c.get(d, "latency_p95", f::duration),
             cooldown: c.get(d, "cooldown", f::duration),
         };
+    }
+    let probe_at = p.node("probe").map(|(_, at)| at);
+    if let (Some(c), Some(at)) = (
+        section(d, &p, "probe", &["every", "kind", "max_share", "model"]),
+        probe_at,
+    ) {
+        raw.probe = Some(RawProbe {
+            at,
+            every: c.get(d, "every", f::duration),
+            kind: c.choice(
+                d,
+                "kind",
+                &[
+                    ("auth", ProbeKind::Auth),
+                    ("completion", ProbeKind::Completion),
+                ],
+            ),
+            max_share: c.get(d, "max_share", f::float),
+            model: c.get(d, "model", f::string),
+        });
     }
     for (name, hat, hn) in entries(d, &p, "headers") {
         if let Some(v) = f::string(d, hn, &hat) {
@@ -279,6 +301,45 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
         project: cloud.project,
         location: cloud.location,
         credentials: cloud.credentials,
+        probe: p.probe.as_ref().map(|r| probe(d, r, protocol)),
+    }
+}
+
+/// `probe:`. Checked against the deployments (`model` names one of the
+/// provider's) with the models, in `models.rs`.
+fn probe(d: &mut Diags, r: &RawProbe, protocol: Protocol) -> Probe {
+    let kind = r.kind.as_ref().map_or(ProbeKind::Auth, |k| k.value);
+    // Listing models is the free call; Bedrock and Vertex list models on a
+    // control-plane API the gateway does not sign for.
+    if kind == ProbeKind::Auth && matches!(protocol, Protocol::Bedrock | Protocol::Vertex) {
+        let at = r.kind.as_ref().map_or(&r.at, |k| &k.at);
+        d.err(
+            at,
+            format!(
+                "not supported yet (`kind: auth` on `protocol: {}`: no free call to make); set `kind: completion`",
+                protocol.as_str()
+            ),
+        );
+    }
+    let max_share = match &r.max_share {
+        Some(s) if !(s.value > 0.0 && s.value <= 1.0) => {
+            d.err(&s.at, format!("must be in (0, 1], found {}", s.value));
+            Probe::DEFAULT_MAX_SHARE
+        }
+        Some(s) => s.value,
+        None => Probe::DEFAULT_MAX_SHARE,
+    };
+    let every = positive(d, &r.every, Probe::DEFAULT_EVERY);
+    if every < std::time::Duration::from_secs(1) {
+        if let Some(e) = &r.every {
+            d.err(&e.at, "must be at least 1s");
+        }
+    }
+    Probe {
+        every,
+        kind,
+        max_share,
+        model: r.model.as_ref().map(|m| m.value.clone()),
     }
 }
 
@@ -545,5 +606,48 @@ fn circuit(d: &mut Diags, c: &RawCircuit) -> Circuit {
             .as_ref()
             .map(|v| positive(d, &Some(v.clone()), v.value)),
         cooldown: positive(d, &c.cooldown, def.cooldown),
+    }
+}
+
+/// A completion probe's `model` must be one the provider serves (one of
+/// its deployments' upstream models): a probe of a model nobody routes to
+/// would say nothing about what requests will find.
+pub fn check_probe_models(
+    d: &mut Diags,
+    raw: &[(Sp<String>, RawProvider)],
+    providers: &BTreeMap<String, Provider>,
+    deployments: &BTreeMap<String, Deployment>,
+) {
+    for (name, rp) in raw {
+        let Some(m) = rp.probe.as_ref().and_then(|p| p.model.as_ref()) else {
+            continue;
+        };
+        let Some(p) = providers.get(&name.value) else {
+            continue;
+        };
+        let served: Vec<&str> = deployments
+            .values()
+            .filter(|dep| dep.provider == p.id)
+            .map(|dep| dep.model.as_str())
+            .collect();
+        if p.probe
+            .as_ref()
+            .is_some_and(|pr| pr.kind == ProbeKind::Auth)
+        {
+            d.err(
+                &m.at,
+                "has no effect with `kind: auth`; set `kind: completion` or remove it",
+            );
+        } else if !served.contains(&m.value.as_str()) {
+            d.err(
+                &m.at,
+                format!(
+                    "no deployment of `{}` serves `{}` (its models: {})",
+                    p.id,
+                    m.value,
+                    super::models::list(&served)
+                ),
+            );
+        }
     }
 }
