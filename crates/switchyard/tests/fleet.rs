@@ -1460,3 +1460,59 @@ async fn a_busy_budget_is_held_in_leased_slices_and_every_cent_reaches_the_fleet
     )
     .await;
 }
+
+/// Background probes in a fleet (contract §10): one instance probes a
+/// deployment per period, and every instance shows the last probe.
+#[tokio::test]
+async fn one_instance_probes_a_deployment_at_a_time_and_all_show_the_result() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let redis = Redis::start();
+    let yaml = format!(
+        r#"
+providers:
+  pr:
+    protocol: openai
+    base_url: "{{mock}}/v1"
+    headers: {{ x-who: probed }}
+    probe: {{ every: 1s }}
+models:
+  - {{ id: pr/m, provider: pr, model: gpt-probed }}
+routes:
+  chat: {{ targets: [pr/m] }}
+state: {{ backend: redis, redis_url: "{}", key_prefix: "probes:" }}
+"#,
+        redis.url()
+    );
+    let gws = fleet(&yaml, 3, &[]).await;
+    for g in &gws {
+        common::eventually(
+            || async {
+                g.admin_json("/admin/state").await["instances"]
+                    .as_array()
+                    .map(Vec::len)
+                    == Some(3)
+            },
+            "three instances seen",
+        )
+        .await;
+    }
+    let lists = || {
+        gws[0]
+            .mock
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.header("x-who") == Some("probed"))
+            .count()
+    };
+    let before = lists();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let probes = lists() - before;
+    // One a second for the fleet (each instance alone would make ~15).
+    assert!((3..=8).contains(&probes), "{probes} probes in 5 s");
+    // Whoever probed, every instance shows it, naming the prober.
+    for g in &gws {
+        let last = deployment_field(g, "pr/m", "last_probe").await;
+        assert_eq!(last["result"], "ok", "{}: {last}", g.name);
+        assert!(last["instance"].as_str().is_some(), "{}: {last}", g.name);
+    }
+}
