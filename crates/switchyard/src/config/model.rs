@@ -49,6 +49,9 @@ pub struct Server {
     pub max_connections: usize,
     /// The admin API's bearer key (the value of `admin_key_env`'s variable).
     pub admin_key: Option<Secret<String>>,
+    /// This instance's region (`server.region`): routing prefers deployments
+    /// whose `region` is the same.
+    pub region: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -428,6 +431,8 @@ pub struct Deployment {
     pub max_output_tokens: Option<u32>,
     pub capabilities: Capabilities,
     pub pricing: Option<Pricing>,
+    /// Where it runs (`models[].region`): preferred by instances whose
+    /// `server.region` is the same.
     pub region: Option<String>,
     /// Bedrock only: Converse (default) or InvokeModel.
     pub api: BedrockApi,

@@ -43,6 +43,7 @@ pub struct RawServer {
     pub body_timeout: Opt<Duration>,
     pub max_connections: Opt<u64>,
     pub admin_key_env: Opt<String>,
+    pub region: Opt<String>,
 }
 
 #[derive(Debug, Default)]
@@ -266,6 +267,7 @@ pub fn decode(d: &mut Diags, root: &Node) -> RawConfig {
             "sse_keepalive",
             "body_timeout",
             "max_connections",
+            "region",
         ],
     ) {
         raw.server = RawServer {
@@ -276,6 +278,7 @@ pub fn decode(d: &mut Diags, root: &Node) -> RawConfig {
             body_timeout: s.get(d, "body_timeout", f::duration),
             max_connections: s.get(d, "max_connections", f::uint),
             admin_key_env: s.get(d, "admin_key_env", f::string),
+            region: s.get(d, "region", f::string),
         };
     }
     // `clients:` present (even empty) closes the gateway; absent leaves it open.

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
 use crate::state::store::StateStore;
-use circuit::{Breaker, Outcome, Transition};
+use circuit::{Breaker, CircuitState, Outcome, Transition};
 use health::{Health, KeyState, KeyTracker};
 use limits::{DeploymentLimits, RateCounter, Scope};
 use retry_budget::RetryBudget;
@@ -155,7 +155,27 @@ impl DeploymentState {
     /// The health as routing sees it: in a fleet, every instance's view
     /// of the deployment merged.
     pub fn health(&self, now: Instant) -> crate::registry::health::HealthSnapshot {
-        let mut h = self.health.snapshot(now, self.circuit.state());
+        self.health_in(now, self.circuit.state())
+    }
+
+    /// [`Self::health`] as a route weighs it: an open circuit whose
+    /// cooldown is over counts as half-open, not as 0 — its probe is due, and
+    /// a deployment scored 0 would never be offered the request that
+    /// closes it.
+    pub fn routing_health(&self, now: Instant) -> crate::registry::health::HealthSnapshot {
+        let state = match self.circuit.state() {
+            CircuitState::Open if self.circuit.is_admissible(now) => CircuitState::HalfOpen,
+            s => s,
+        };
+        self.health_in(now, state)
+    }
+
+    fn health_in(
+        &self,
+        now: Instant,
+        state: CircuitState,
+    ) -> crate::registry::health::HealthSnapshot {
+        let mut h = self.health.snapshot(now, state);
         h.health_score = self.shared.merged_health(&self.id, h.health_score);
         h
     }

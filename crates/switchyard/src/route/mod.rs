@@ -8,8 +8,10 @@
 //! Order of work: constraints first (capabilities required by the route and
 //! implied by the request, `max_cost_per_mtok`, context-window fit, open
 //! circuits), then the route's strategy scores the rest, plus a bonus for
-//! the request's task, and a sticky session's deployment goes first while it
-//! is healthy. Fallbacks follow the targets, in config order.
+//! the request's task; targets in this instance's region (`server.region`)
+//! and in good standing go ahead of the others, and a sticky session's
+//! deployment goes first while it is healthy. Fallbacks follow the targets,
+//! in config order.
 //!
 //! When no deployment is left, the reason decides the answer (CONTRACT §8):
 //! every one ruled out by what the request needs (a capability, a context
@@ -38,6 +40,9 @@ pub struct Candidate {
     pub score: f64,
     /// The parts of `score`, for the decision log.
     pub parts: Vec<(&'static str, f64)>,
+    /// In this instance's region (`server.region`) and in good standing:
+    /// ahead of the other targets.
+    pub local: bool,
 }
 
 pub struct Plan {
@@ -123,7 +128,8 @@ pub fn plan(
             None => p.skipped.push((Arc::from(id), "unknown_deployment")),
         }
     }
-    strategy::score(&mut p.candidates, route, facts, now);
+    let region = live.config.server.region.as_deref();
+    strategy::score(&mut p.candidates, route, facts, region, now);
     order(&mut p.candidates);
     if route.sticky {
         if let Some(session) = &facts.session {
@@ -153,9 +159,9 @@ fn empty(
 
 fn reason(s: Strategy) -> &'static str {
     match s {
-        Strategy::Priority => "priority: targets in config order",
+        Strategy::Priority => "priority: healthy targets in config order",
         Strategy::Weighted => "weighted: random by target weight",
-        Strategy::Latency => "latency: lowest damped latency first",
+        Strategy::Latency => "latency: random, weighted by speed and health",
         Strategy::Cost => "cost: cheapest estimated request first",
         Strategy::Balanced => "balanced: weighted health, latency and cost",
     }
@@ -231,19 +237,25 @@ fn consider(
             role,
             score: 0.0,
             parts: Vec::new(),
+            local: false,
         }),
     }
 }
 
-/// Targets by score (stable, so ties keep config order), then fallbacks in order.
+/// Targets, local ones first, by score (stable, so ties keep config
+/// order), then fallbacks in config order (CONTRACT §2: "tried after
+/// targets, in order", whatever a strategy scored them).
 fn order(c: &mut [Candidate]) {
+    use std::cmp::Ordering::Equal;
     c.sort_by(|a, b| {
-        let rank = |x: &Candidate| u8::from(x.role == "fallback");
-        rank(a).cmp(&rank(b)).then(
-            b.score
-                .partial_cmp(&a.score)
-                .unwrap_or(std::cmp::Ordering::Equal),
-        )
+        let rank = |x: &Candidate| match x.role {
+            "fallback" => (1, 0),
+            _ => (0, u8::from(!x.local)),
+        };
+        rank(a).cmp(&rank(b)).then_with(|| match a.role {
+            "fallback" => Equal,
+            _ => b.score.partial_cmp(&a.score).unwrap_or(Equal),
+        })
     });
 }
 
@@ -365,7 +377,11 @@ routes:
 "#;
 
     fn live() -> Live {
-        let cfg = load_str(CONFIG, "test.yaml", &|_| None).expect("config");
+        live_of(CONFIG)
+    }
+
+    fn live_of(src: &str) -> Live {
+        let cfg = load_str(src, "test.yaml", &|_| None).expect("config");
         Live::build(
             cfg,
             &Arc::new(Registry::new(Arc::new(MemoryStore::new()))),
@@ -467,5 +483,77 @@ routes:
         assert!((est(&p.candidates[0]).unwrap() - 5e-5).abs() < 1e-12);
         assert!(est(&p.candidates[1]).unwrap() > est(&p.candidates[0]).unwrap());
         assert_eq!(p.reason, "cost: cheapest estimated request first");
+    }
+
+    fn part(c: &Candidate, name: &str) -> Option<f64> {
+        c.parts.iter().find(|(k, _)| *k == name).map(|p| p.1)
+    }
+
+    fn record(live: &Live, id: &str, ok: bool, times: usize) {
+        let now = Instant::now();
+        for _ in 0..times {
+            live.deployments[id]
+                .state
+                .health
+                .record(now, ok, std::time::Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn priority_demotes_an_unhealthy_first_choice_until_it_recovers() {
+        let live = live();
+        // One failure leaves it in good standing.
+        record(&live, "a", false, 1);
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(ids(&p)[0], ("a", "target"));
+        assert_eq!(part(&p.candidates[0], "demoted"), None);
+        // A long run of failures: its share, (health / 0.7)², is ~1e-9.
+        record(&live, "a", false, 100);
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(
+            ids(&p),
+            [("b", "target"), ("a", "target"), ("c", "fallback")]
+        );
+        let a = &p.candidates[1];
+        assert_eq!(part(a, "demoted"), Some(1.0));
+        assert!(part(a, "health").unwrap() < 0.01, "{:?}", a.parts);
+        assert!(part(a, "keep_share").unwrap() < 1e-6, "{:?}", a.parts);
+        // Answers again: its health climbs back past 0.7, and so does its place.
+        record(&live, "a", true, 30);
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(ids(&p)[0], ("a", "target"));
+        assert!(part(&p.candidates[0], "health").unwrap() >= strategy::HEALTHY);
+    }
+
+    /// `a` in another region, `b` in this instance's, `c` naming none.
+    const REGIONS: &str = r#"
+server: { region: eu }
+providers:
+  p: { protocol: openai, base_url: "http://127.0.0.1:9/v1" }
+models:
+  - { id: a, provider: p, model: m, region: us }
+  - { id: b, provider: p, model: m, region: eu }
+  - { id: c, provider: p, model: m }
+routes:
+  chat: { strategy: priority, targets: [a, c, b] }
+"#;
+
+    #[test]
+    fn a_target_in_this_region_goes_first_while_it_is_healthy() {
+        let live = live_of(REGIONS);
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(ids(&p), [("b", "target"), ("a", "target"), ("c", "target")]);
+        let same = |c: &Candidate| part(c, "same_region");
+        let marks: Vec<_> = p.candidates.iter().map(same).collect();
+        assert_eq!(marks, [Some(1.0), Some(0.0), None]);
+        // Not in good standing: it takes its config place among the others.
+        record(&live, "b", false, 4);
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(ids(&p)[..2], [("a", "target"), ("c", "target")]);
+        // Open: the other regions serve.
+        live.deployments["b"].state.circuit.force_open();
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(ids(&p), [("a", "target"), ("c", "target")]);
+        assert_eq!(skipped(&p), [("b", "circuit_open")]);
     }
 }

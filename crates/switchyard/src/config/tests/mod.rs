@@ -538,7 +538,7 @@ fn load_file_reads_and_reports_the_path() {
     let file = dir.join("bad.yaml");
     std::fs::write(&file, "server:\n  lisen: x\n").unwrap();
     let ds = load_file(&file).unwrap_err();
-    assert_eq!(ds[0].to_string(), format!("{}:2:3: server.lisen: unknown key `lisen`; allowed keys: listen, admin_listen, admin_key_env, max_body, sse_keepalive, body_timeout, max_connections", file.display()));
+    assert_eq!(ds[0].to_string(), format!("{}:2:3: server.lisen: unknown key `lisen`; allowed keys: listen, admin_listen, admin_key_env, max_body, sse_keepalive, body_timeout, max_connections, region", file.display()));
     assert!(load_file(&dir.join("missing.yaml")).unwrap_err()[0]
         .message
         .starts_with("cannot read"));

@@ -362,15 +362,18 @@ fn the_otlp_keys_are_taken_and_checked_at_their_position() {
     assert!(!shown[0].to_string().contains("secret"), "{}", shown[0]);
 }
 
-/// `region` on a deployment is parsed (as a string: `no` is Norway, not
-/// false) but steers nothing yet: refused where it is written.
+/// `region` on a deployment (a string: `no` is Norway, not false) and on
+/// the server land in the model, where routing reads them; an empty
+/// `server.region` (an unset `${REGION:-}`) is none.
 #[test]
-fn a_deployment_region_is_not_supported_yet() {
-    one(
-        "providers:\n  p: { protocol: openai }\nmodels:\n  - { provider: p, model: a }\n  - { provider: p, model: b, region: no }\n",
-        5,
-        38,
-        "models[1].region",
-        "not supported yet (a deployment's region does not steer routing in this build); remove it",
-    );
+fn regions_of_the_server_and_of_deployments_land_in_the_model() {
+    let c = load(
+        "server: { region: eu }\nproviders:\n  p: { protocol: openai }\nmodels:\n  - { provider: p, model: a }\n  - { provider: p, model: b, region: no }\n",
+    )
+    .unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(c.server.region.as_deref(), Some("eu"));
+    assert_eq!(c.deployments["p/b"].region.as_deref(), Some("no"));
+    assert_eq!(c.deployments["p/a"].region, None);
+    let c = load("server: { region: \"\" }\n").unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(c.server.region, None);
 }

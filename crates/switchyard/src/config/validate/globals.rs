@@ -159,6 +159,7 @@ pub fn server(d: &mut Diags, s: &RawServer, env: crate::config::env::Env) -> Ser
         body_timeout: positive(d, &s.body_timeout, Duration::from_secs(30)),
         max_connections: max_connections(d, &s.max_connections),
         admin_key: admin_key(d, &s.admin_key_env, env),
+        region: region(&s.region),
     };
     let checked = [
         "server.listen",
@@ -254,6 +255,14 @@ fn listener_problems(s: &Server) -> Vec<ListenerProblem> {
         out.push(ListenerProblem::OpenAdmin);
     }
     out
+}
+
+/// `region`: a name compared with deployments' `region`; empty (as an unset
+/// `${REGION:-}` expands) means none.
+fn region(v: &Option<Sp<String>>) -> Option<String> {
+    v.as_ref()
+        .map(|r| r.value.trim().to_owned())
+        .filter(|r| !r.is_empty())
 }
 
 /// `max_connections`: at least 1 (default 10 000).

@@ -1,8 +1,7 @@
 //! Keys this build parses but does not act on yet: refused, never ignored.
 //!
-//! A config that asks for a shared cache, shared state, body logging or
-//! region-aware routing (`models[].region`) would otherwise load and leave
-//! the user believing they have it. Each such key gets an error at its own
+//! A config that asks for a shared cache, shared state or body logging
+//! would otherwise load and leave the user believing they have it. Each such key gets an error at its own
 //! position; the truthful values
 //! (`cache.backend: memory|off`, `state.backend: memory`, `debug_bodies:
 //! off`) are accepted. Keys that tune the response cache while it is off
@@ -86,20 +85,6 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
                 a,
                 "has no effect: there is no shared state; set `state.backend: redis` or remove it"
                     .into(),
-            );
-        }
-    }
-
-    // A deployment's region is to steer routing toward this instance's own
-    // (CONTRACT §10, with `server.region`); nothing reads it yet.
-    for m in &raw.models {
-        if let Some(r) = &m.region {
-            say(
-                &r.at,
-                refuse(
-                    "a deployment's region does not steer routing in this build",
-                    "remove it",
-                ),
             );
         }
     }
