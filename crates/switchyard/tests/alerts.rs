@@ -11,15 +11,6 @@ use std::process::Command;
 
 use serde_json::json;
 
-/// Metrics the rules name that the gateway does not export yet: the
-/// contract's `switchyard_token_estimate_ratio` (§10, a histogram of billed ÷
-/// estimated input tokens) and a budget's limit for its current window
-/// (`/metrics` has only the spend). Their rules stay silent until they are.
-const NOT_YET_EXPORTED: &[&str] = &[
-    "switchyard_token_estimate_ratio",
-    "switchyard_budget_limit_usd",
-];
-
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -86,14 +77,6 @@ struct Need {
     label: Option<(String, Option<String>)>,
 }
 
-fn is_future(metric: &str) -> bool {
-    NOT_YET_EXPORTED.iter().any(|f| {
-        metric
-            .strip_prefix(f)
-            .is_some_and(|rest| ["", "_bucket", "_sum", "_count"].contains(&rest))
-    })
-}
-
 /// Every metric each rule's expression names, the labels it selects on
 /// (`{state=~"open|half_open"}`: each value) and the labels it groups by
 /// (`sum by (route, le) (rate(switchyard_…`).
@@ -105,13 +88,11 @@ fn needs(rules: &[Rule]) -> BTreeMap<Need, BTreeSet<String>> {
         regex::Regex::new(r"by \(([a-z_, ]+)\)\s*\((?:[a-z_]+\()?(switchyard_[a-z_]+)").unwrap();
     let mut out: BTreeMap<Need, BTreeSet<String>> = BTreeMap::new();
     let mut add = |metric: &str, label: Option<(String, Option<String>)>, alert: &str| {
-        if !is_future(metric) {
-            let need = Need {
-                metric: metric.to_owned(),
-                label,
-            };
-            out.entry(need).or_default().insert(alert.to_owned());
-        }
+        let need = Need {
+            metric: metric.to_owned(),
+            label,
+        };
+        out.entry(need).or_default().insert(alert.to_owned());
     };
     for r in rules {
         for m in name.find_iter(&r.expr) {
@@ -202,16 +183,21 @@ async fn every_metric_and_label_the_alerts_use_is_exported() {
         "switchyard_circuit_state",
         "switchyard_budget_spent_usd",
         "switchyard_usage_store_writes_total",
+        "switchyard_token_estimate_ratio_sum",
+        "switchyard_budget_limit_usd",
     ] {
         assert!(names.contains(want), "the alerts use {want}: {names:?}");
     }
 
     let h = common::start(GATEWAY).await;
+    // A prompt long enough that the mock's billing (characters / 4) and
+    // the gateway's estimate should agree, message framing aside.
+    let prose = "The quick brown fox jumps over the lazy dog. ".repeat(45);
     let ask = |stream: bool| {
         reqwest::Client::new()
             .post(h.url("/v1/chat/completions"))
             .bearer_auth("client-secret")
-            .json(&json!({"model": "chat", "stream": stream, "messages": common::user("hi")}))
+            .json(&json!({"model": "chat", "stream": stream, "messages": common::user(&prose)}))
             .send()
     };
     // A plain request and a streamed one (the streams' share of requests).
@@ -253,4 +239,28 @@ async fn every_metric_and_label_the_alerts_use_is_exported() {
             missing(&m).join("\n")
         );
     }
+    // The estimate's ratio is what the upstream billed over what was
+    // estimated: two answered requests on mock/a, near 1.
+    let m = h.metrics().await;
+    let value = |name: &str| {
+        series(&m)
+            .into_iter()
+            .find(|(n, l)| n == name && l.get("deployment").map(String::as_str) == Some("mock/a"))
+            .and_then(|_| {
+                m.lines()
+                    .find(|l| l.starts_with(&format!("{name}{{deployment=\"mock/a\"}}")))
+                    .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            })
+            .unwrap_or_else(|| panic!("{name} for mock/a in\n{m}"))
+    };
+    let (sum, count) = (
+        value("switchyard_token_estimate_ratio_sum"),
+        value("switchyard_token_estimate_ratio_count"),
+    );
+    assert_eq!(count, 2.0, "{m}");
+    assert!(
+        (0.5..2.0).contains(&(sum / count)),
+        "mean ratio {}",
+        sum / count
+    );
 }

@@ -45,6 +45,9 @@ async fn every_metric_the_dashboard_queries_is_exported() {
         "switchyard_circuit_state",
         "switchyard_tokens_total",
         "switchyard_cost_usd_total",
+        "switchyard_probes_total",
+        "switchyard_token_estimate_ratio_bucket",
+        "switchyard_budget_limit_usd",
     ] {
         assert!(names.contains(want), "the dashboard shows {want}");
     }

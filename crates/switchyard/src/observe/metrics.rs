@@ -130,7 +130,7 @@ pub struct Metrics {
     /// spend past 80% of the window divides the two).
     pub budget_limit_usd: Family<ClientLabels, Gauge<f64, AtomicU64>>,
     /// Billed ÷ estimated input tokens per answered request.
-    pub token_estimate_ratio: Histogram,
+    pub token_estimate_ratio: Family<DeploymentLabels, Histogram>,
     registry: Registry,
     /// Every family declared, for the ones with no series yet.
     families: Vec<Declared>,
@@ -162,6 +162,10 @@ fn declare<M: prometheus_client::registry::Metric + TypedMetric>(
 /// Around 1 (the estimate right), finer where the alert looks (1.3).
 const ESTIMATE_RATIO_BUCKETS: [f64; 12] =
     [0.5, 0.7, 0.8, 0.9, 0.95, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0];
+
+fn estimate_ratio_histogram() -> Histogram {
+    Histogram::new(ESTIMATE_RATIO_BUCKETS.iter().copied())
+}
 
 fn latency_histogram() -> Histogram {
     // 1 ms … ~65 s.
@@ -200,7 +204,9 @@ impl Metrics {
             trace_spans_dropped: Counter::default(),
             probes: Family::default(),
             budget_limit_usd: Family::default(),
-            token_estimate_ratio: Histogram::new(ESTIMATE_RATIO_BUCKETS.iter().copied()),
+            token_estimate_ratio: Family::new_with_constructor(
+                estimate_ratio_histogram as fn() -> Histogram,
+            ),
             registry: Registry::default(),
             families: Vec::new(),
         };

@@ -445,7 +445,9 @@ pub(crate) async fn admit_attempt(
     let st = &dep.state;
     // The tokens as this upstream bills them (its way of rendering tools).
     let estimate = estimate.saturating_add_signed(ctx.input.extra(crate::route::renders(dep)));
-    ctx.rec.input_estimate = estimate;
+    // The input alone, as this upstream bills it (`estimate` holds the
+    // output's reservation too).
+    ctx.rec.input_estimate = input_on(dep, ctx);
     let admitted = admit_limits(st.shared(), dep, estimate, ctx).await;
     match admitted {
         Ok((reservation, permit)) => Ok(Slot {

@@ -33,14 +33,11 @@ impl Sink for MetricsSink {
 }
 
 /// Billed ÷ estimated input, for requests the upstream counted itself.
-fn estimate_ratio(r: &Record, m: &Metrics) {
+fn estimate_ratio(r: &Record) -> Option<f64> {
     let billed = r.tokens.input;
-    if r.outcome == "ok" && r.cache != "hit" && !r.usage_estimated && billed > 0 {
-        if let Some(est) = std::num::NonZeroU64::new(r.input_estimate) {
-            m.token_estimate_ratio
-                .observe(billed as f64 / est.get() as f64);
-        }
-    }
+    let counted = r.outcome == "ok" && r.cache != "hit" && !r.usage_estimated && billed > 0;
+    let est = std::num::NonZeroU64::new(r.input_estimate).filter(|_| counted)?;
+    Some(billed as f64 / est.get() as f64)
 }
 
 /// The request's contribution to the Prometheus metrics, written once.
@@ -56,7 +53,6 @@ fn record(r: &Record, m: &Arc<Metrics>) {
         return;
     }
     m.inflight.dec();
-    estimate_ratio(r, m);
     if let result @ ("hit" | "miss") = r.cache {
         m.cache.get_or_create(&ResultLabels { result }).inc();
     }
@@ -158,6 +154,9 @@ fn record(r: &Record, m: &Arc<Metrics>) {
     if r.interrupted {
         m.stream_interruptions.get_or_create(&dep).inc();
     }
+    if let Some(x) = estimate_ratio(r) {
+        m.token_estimate_ratio.get_or_create(&dep).observe(x);
+    }
 }
 
 /// One plain success's metric handles (requests, duration, the attempt,
@@ -173,6 +172,7 @@ struct Hot {
     ttft: Histogram,
     tokens: [Counter; 3],
     cost: Counter<f64, AtomicU64>,
+    estimate_ratio: Histogram,
 }
 
 type HotKey = (usize, usize, usize, usize, bool);
@@ -234,6 +234,7 @@ impl Hot {
             ttft: m.ttft.get_or_create(&d).clone(),
             tokens: [token("input"), token("output"), token("cached_input")],
             cost: m.cost_usd.get_or_create(&d).clone(),
+            estimate_ratio: m.token_estimate_ratio.get_or_create(&d).clone(),
         }
     }
 }
@@ -277,6 +278,9 @@ fn record_hot(r: &Record, m: &Arc<Metrics>) -> bool {
     });
     hot.requests.inc();
     hot.duration.observe(r.duration_ms / 1e3);
+    if let Some(x) = estimate_ratio(r) {
+        hot.estimate_ratio.observe(x);
+    }
     hot.attempt.inc();
     if let Some(ttfb) = a.ttfb_ms {
         hot.ttft.observe(ttfb / 1e3);
