@@ -18,8 +18,8 @@ import os
 import statistics
 import sys
 
-TARGETS = ["direct", "nginx", "switchyard", "governed", "cached", "traced", "defaults"]
-LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64", "o64", "d64"]
+TARGETS = ["direct", "nginx", "switchyard", "governed", "cached", "traced", "defaults", "probed"]
+LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64", "o64", "d64", "p64"]
 LANE_NAME = {
     "c1": "non-stream c=1",
     "c64": "non-stream c=64",
@@ -29,10 +29,14 @@ LANE_NAME = {
     "g64": "governed non-stream c=64",
     "h64": "cache hit non-stream c=64",
     "o64": "traced non-stream c=64",
+    "p64": "probing (20 idle deployments probed each second) non-stream c=64",
     "d64": "defaults (decision log + usage store) non-stream c=64",
 }
 # The traced lane (OTLP export on, 100% sampling, a collector running) against the plain one.
 TRACE_CPU_LIMIT = 1.15
+# Probes run beside the request path (issue: "no per-request work beyond a few atomic
+# reads"): the probing gateway within 5% of the plain one, which is the runs' own noise.
+PROBE_CPU_LIMIT = 1.05
 # The cache-hit lane: every request answered from memory, against nginx→mock.
 CACHE_RPS_LIMIT = 1.5
 # The governed lanes (virtual key, budget, rpm/tpm, SQLite usage store) against the plain ones.
@@ -485,6 +489,16 @@ def main():
                        f"{traced['spans']} spans in {traced['exports']} exports for {traced['requests']} requests "
                        f"({traced['dropped']} dropped)",
                        traced["spans"] >= 0.999 * want and traced["dropped"] == 0))
+    vs_plain(f"Probing CPU/request, c=64 (20 idle deployments probed each second): ≤ {PROBE_CPU_LIMIT:g}× the plain lane's (same run)",
+             "probed", "p64", PROBE_CPU_LIMIT)
+    probed = load_json("probed.json")
+    if probed:
+        # One probe a second for each of the 20, from start-up to the end of the run (at most one
+        # period late on each: the first probe is spread over the first period).
+        want = 20 * (probed["seconds"] - 2)
+        checks.append(("Probing: every idle deployment probed about once a second, all answered",
+                       f"{probed['probes']} probes ({probed['ok']} ok) in {probed['seconds']} s for 20 deployments",
+                       probed["probes"] >= 0.8 * want and probed["ok"] == probed["probes"]))
     gov = load_json("governed.json")
     if gov:
         ok = gov["rows"] == gov["requests"] and gov["dropped"] == 0

@@ -3,7 +3,7 @@
 # plus protocol-translating lanes (direct vs switchyard).
 # See bench/README.md. One command:   bench/run.sh
 # Knobs (env): DURATION (s, default 10), WARMUP (s, 2), REPEATS (3),
-#   LANES ("c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64"; opt-in: b64 bs64 v64 vs64, the cloud
+#   LANES ("c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 p64"; opt-in: b64 bs64 v64 vs64, the cloud
 #   lanes), TTFB_N (300 requests per TTFB run, 0 = skip),
 #   C1_SLICES (5: the c=1 lane's DURATION runs as this many slices, targets taking turns),
 #   PIN (1 = pin the load generator to the last CPU; 0 = no pinning),
@@ -14,7 +14,8 @@
 #   CACHE_PORT 18084, CACHE_ADMIN_PORT 19092 (the caching gateway, lane h64),
 #   TRACE_PORT 18085, TRACE_ADMIN_PORT 19093, OTLP_PORT 14317 (+1: its counts) (the traced
 #   gateway and its OTLP collector, lane o64), DEF_PORT 18086, DEF_ADMIN_PORT 19094 (the
-#   gateway as a team runs it by default, lane d64).
+#   gateway as a team runs it by default, lane d64), PROBE_PORT 18087, PROBE_ADMIN_PORT 19095
+#   (the plain gateway plus 20 idle deployments probed every second, lane p64).
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +24,7 @@ DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 REPEATS="${REPEATS:-3}"
 C1_SLICES="${C1_SLICES:-5}"
-LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64}"
+LANES="${LANES:-c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 p64}"
 TTFB_N="${TTFB_N:-300}"
 PIN="${PIN:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -41,6 +42,8 @@ TRACE_PORT="${TRACE_PORT:-18085}"
 TRACE_ADMIN_PORT="${TRACE_ADMIN_PORT:-19093}"
 DEF_PORT="${DEF_PORT:-18086}"
 DEF_ADMIN_PORT="${DEF_ADMIN_PORT:-19094}"
+PROBE_PORT="${PROBE_PORT:-18087}"
+PROBE_ADMIN_PORT="${PROBE_ADMIN_PORT:-19095}"
 OTLP_PORT="${OTLP_PORT:-14317}"
 # The governed gateway's virtual key (a bench-only value, not a secret).
 GOV_KEY="sy-bench-governed-key"
@@ -60,8 +63,8 @@ LOG_TAG=bench
 source "$BENCH/lib.sh"
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64|d64|b64|bs64|v64|vs64) ;;
-    *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 b64 bs64 v64 vs64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64|d64|p64|b64|bs64|v64|vs64) ;;
+    *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 p64 b64 bs64 v64 vs64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 [ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
@@ -115,7 +118,7 @@ else
 fi
 
 for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT" "$CACHE_PORT" "$CACHE_ADMIN_PORT" \
-         "$TRACE_PORT" "$TRACE_ADMIN_PORT" "$OTLP_PORT" "$((OTLP_PORT + 1))" "$DEF_PORT" "$DEF_ADMIN_PORT"; do
+         "$TRACE_PORT" "$TRACE_ADMIN_PORT" "$OTLP_PORT" "$((OTLP_PORT + 1))" "$DEF_PORT" "$DEF_ADMIN_PORT" "$PROBE_PORT" "$PROBE_ADMIN_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
 
@@ -328,6 +331,24 @@ sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen
     -e "s|^usage: .*|usage: { store: sqlite, path: $RES/defaults.db }|" \
     "$RES/switchyard.yaml" >"$RES/defaults.yaml"
 grep -q "defaults.db" "$RES/defaults.yaml" || die "defaults.yaml: no usage store"
+# The probing gateway: the plain one plus 20 deployments no route sends to, each on a provider
+# probed every second (a free model list): the prober's work, beside the same requests.
+python3 - "$RES/switchyard.yaml" "$RES/probed.yaml" "$MOCK_PORT" "$PROBE_PORT" "$PROBE_ADMIN_PORT" \
+  "$GW_PORT" "$ADMIN_PORT" <<'PY'
+import sys
+src, dst, mock, port, admin, gw_port, gw_admin = sys.argv[1:8]
+out = []
+for line in open(src).read().splitlines():
+    out.append(line.replace(f"listen: 127.0.0.1:{gw_port}, admin_listen: 127.0.0.1:{gw_admin}",
+                            f"listen: 127.0.0.1:{port}, admin_listen: 127.0.0.1:{admin}"))
+    if line.startswith("  mock-gm:"):
+        out += [f"  probed{i}: {{ protocol: openai, base_url: http://127.0.0.1:{mock}/v1, probe: {{ every: 1s }} }}"
+                for i in range(20)]
+    if line.startswith("  - { id: mock-gm/gemini,"):
+        out += [f"  - {{ id: probed{i}/m, provider: probed{i}, model: gpt-4o-mini }}" for i in range(20)]
+open(dst, "w").write("\n".join(out) + "\n")
+PY
+[ "$(grep -c "probe: { every: 1s }" "$RES/probed.yaml")" = 20 ] || die "probed.yaml: not 20 probed providers"
 # The cloud lanes' providers go into the plain gateway only (added after the configs above were
 # derived from it, so no other gateway signs or fetches a token), and only when a cloud lane runs.
 if [ "$CL_ON" = 1 ]; then
@@ -387,6 +408,10 @@ if has_lane o64; then
   OTLP_PID=$!; PIDS+=("$OTLP_PID")
   wait_port "$OTLP_PORT" "$OTLP_PID" otlp_sink
   start_gateway traced "$RES/traced.yaml" "$TRACE_ADMIN_PORT" "$TRACE_PORT"; TRACE_PID=$STARTED_PID
+fi
+PROBE_PID=""
+if has_lane p64; then
+  start_gateway probed "$RES/probed.yaml" "$PROBE_ADMIN_PORT" "$PROBE_PORT"; PROBE_PID=$STARTED_PID
 fi
 DEF_PID=""
 if has_lane d64; then
@@ -539,7 +564,7 @@ if [ "$CL_ON" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- measuring helpers
-target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; defaults) echo "$DEF_PORT";; esac; }
+target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; defaults) echo "$DEF_PORT";; probed) echo "$PROBE_PORT";; esac; }
 # The header a target's requests carry (the governed gateway's virtual key).
 target_hdr() { case "$1" in governed) echo "authorization: Bearer $GOV_KEY";; *) echo "";; esac; }
 # PIDs of the proxy under test (none for direct)
@@ -551,6 +576,7 @@ proxy_pids() {
     cached) echo "$CACHE_PID";;
     traced) echo "$TRACE_PID";;
     defaults) echo "$DEF_PID";;
+    probed) echo "$PROBE_PID";;
   esac
 }
 
@@ -747,7 +773,7 @@ REFS=""
 for lane in $LANES; do
   case "$lane" in
     t64|ts64) NRUNS=$((NRUNS + 8));;
-    g64|h64|o64|d64) NRUNS=$((NRUNS + 2));;
+    g64|h64|o64|d64|p64) NRUNS=$((NRUNS + 2));;
     *) NRUNS=$((NRUNS + 3));;
   esac
   ref="$(ref_lane "$lane")"
@@ -803,6 +829,12 @@ for rep in $(seq "$REPEATS"); do
         # The same requests as the plain lane, with a usage row each.
         for target in switchyard defaults; do
           measure "$target" d64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+            64 "$BODY_NS" "" "$rep"
+        done;;
+      p64)
+        # The same requests as the plain lane, while 20 idle deployments are probed each second.
+        for target in switchyard probed; do
+          measure "$target" p64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
             64 "$BODY_NS" "" "$rep"
         done;;
       g64)
@@ -882,6 +914,21 @@ print(json.dumps({"requests": int(total("switchyard_requests_total{")),
                   "spans": got["spans"], "exports": got["requests"]}))
 PY
   log "traced: $(cat "$RAW/traced.json")"
+fi
+if [ -n "$PROBE_PID" ]; then
+  # How many probes the probing gateway sent while it served, and how they went.
+  python3 - "http://127.0.0.1:$PROBE_ADMIN_PORT/metrics" "$(( $(date +%s) - $(stat -c %Y "$RES/probed.yaml") ))" \
+    >"$RAW/probed.json" <<'PY'
+import json, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1]).read().decode()
+total = lambda pre: sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(pre))
+print(json.dumps({"probes": int(total("switchyard_probes_total{")),
+                  "ok": int(total("switchyard_probes_total{") - sum(
+                      float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                      if l.startswith("switchyard_probes_total{") and 'result="ok"' not in l)),
+                  "seconds": int(sys.argv[2])}))
+PY
+  log "probed: $(cat "$RAW/probed.json")"
 fi
 if [ "$CL_ON" = 1 ]; then
   # The mock's counters over the whole run: the Vertex token endpoint's requests (the harness's

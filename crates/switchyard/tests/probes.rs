@@ -309,11 +309,15 @@ routes:
     let (capped, free) = (model_lists(&h.mock, "capped"), model_lists(&h.mock, "free"));
     assert!((1..=2).contains(&capped), "capped: {capped}");
     assert!(free >= 4, "free: {free}");
-    // A probe counts in the deployment's rpm window.
+    // A probe counts in the deployment's rpm window (taken just before it
+    // is sent: one more may be on its way).
     let used = deployment(&h, "capped/m").await["rpm_used"]
         .as_u64()
-        .unwrap();
-    assert_eq!(used as usize, capped);
+        .unwrap() as usize;
+    assert!(
+        used >= 1 && used.abs_diff(capped) <= 1,
+        "{used} vs {capped}"
+    );
 }
 
 #[tokio::test]
