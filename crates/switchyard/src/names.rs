@@ -8,6 +8,9 @@ pub static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 pub static X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 pub static TASK: HeaderName = HeaderName::from_static("x-switchyard-task");
 pub static SESSION: HeaderName = HeaderName::from_static("x-switchyard-session");
+/// `x-switchyard-debug: 1`: a client allowed to (`clients[].debug`) has this
+/// request's bodies in the decision log.
+pub static DEBUG: HeaderName = HeaderName::from_static("x-switchyard-debug");
 pub static DEPLOYMENT: HeaderName = HeaderName::from_static("x-switchyard-deployment");
 pub static ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
 pub static CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");

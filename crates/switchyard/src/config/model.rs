@@ -67,6 +67,9 @@ pub struct Client {
     /// `cache: shared`: the client reads and writes the cache every shared
     /// client sees (default: its own).
     pub cache_shared: bool,
+    /// `debug: true`: a request that sends `x-switchyard-debug: 1` has its
+    /// bodies in the decision log (with `observability.debug_bodies: header`).
+    pub debug: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

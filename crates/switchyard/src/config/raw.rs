@@ -58,6 +58,8 @@ pub struct RawClient {
     pub budget: Option<(At, Opt<f64>, Opt<BudgetPeriod>)>,
     /// `private | shared` (the response cache; refused until it exists).
     pub cache: Opt<&'static str>,
+    /// May ask for its bodies in the log (`x-switchyard-debug: 1`).
+    pub debug: Opt<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -363,6 +365,7 @@ fn client(d: &mut Diags, n: &Node, at: &At) -> Option<RawClient> {
             "tpm",
             "budget",
             "cache",
+            "debug",
         ],
     )?;
     let budget = section(d, &c, "budget", &["usd", "per"]).map(|b| {
@@ -387,5 +390,6 @@ fn client(d: &mut Diags, n: &Node, at: &At) -> Option<RawClient> {
         tpm: c.get(d, "tpm", f::uint),
         budget,
         cache: c.choice(d, "cache", &[("private", "private"), ("shared", "shared")]),
+        debug: c.get(d, "debug", f::boolean),
     })
 }

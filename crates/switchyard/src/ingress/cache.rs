@@ -202,6 +202,7 @@ impl Replayed {
             rate: None,
             budget_remaining: ctx.settle_budget(),
         };
+        ctx.debug_response(&self.body);
         let resp = if self.stream {
             let body = axum::body::Body::from(self.body);
             let mut r = respond::reply(StatusCode::OK, "text/event-stream", body, &headers);

@@ -15,11 +15,12 @@ use crate::doors::{Door, Inbound};
 use bytes::Bytes;
 
 use super::cache::{self, CacheUse};
-use crate::config::StreamInterrupt;
+use crate::config::{DebugBodies, StreamInterrupt};
 use crate::doors::normalize::{normalize, Normalized};
 use crate::error::{ErrorCode, GatewayError};
 use crate::governance::Principal;
 use crate::live::{Live, Target};
+use crate::observe::debug_bodies::Capture;
 use crate::observe::record::CandidateLog;
 use crate::reliability::ctx::RequestCtx;
 use crate::reliability::resume::Resume;
@@ -90,11 +91,35 @@ pub(crate) async fn admit<'l>(
         ctx.key_id = Some(p.key_id.clone());
     }
     let bytes = super::body::read(body, headers, &live.config.server).await?;
+    if who.as_ref().is_some_and(|p| debugs(live, p, headers)) {
+        ctx.debug = Some(Capture::new(&bytes, provider_keys(live)));
+    }
     let normalized = (for_cache || ctx.wants_input_hash()).then(|| normalize(&bytes));
     if ctx.wants_input_hash() {
         ctx.input_hash = normalized.as_ref().map(Normalized::hex);
     }
     Ok((who, bytes, normalized))
+}
+
+/// The client may have its bodies logged and asked for it on this request
+/// (contract §11).
+fn debugs(live: &Live, who: &Principal<'_>, headers: &HeaderMap) -> bool {
+    who.client.debug
+        && live.config.observability.debug_bodies == DebugBodies::Header
+        && headers
+            .get(&crate::names::DEBUG)
+            .is_some_and(|v| v.as_bytes() == b"1")
+}
+
+/// Every configured provider key's value: what a logged body is masked
+/// against beside the key shapes.
+fn provider_keys(live: &Live) -> Vec<String> {
+    live.config
+        .providers
+        .values()
+        .flat_map(|p| &p.keys)
+        .map(|k| k.secret.expose().clone())
+        .collect()
 }
 
 /// A chat request as its door decoded it.
@@ -503,6 +528,7 @@ fn whole(
     if ctx.budget.is_some() {
         headers.budget_remaining = ctx.settle_budget();
     }
+    ctx.debug_response(&j.body);
     let resp = respond::json(j.body, &headers);
     ctx.finish(200, None);
     resp
@@ -511,6 +537,9 @@ fn whole(
 /// The error in the door's envelope, never a degraded answer (for
 /// endpoints whose answer is not a chat message).
 pub(crate) fn fail_plain(door: Door, e: &GatewayError, mut ctx: RequestCtx, rid: &str) -> Response {
+    if ctx.debug.is_some() {
+        ctx.debug_response(&door.error_body(e));
+    }
     let mut resp = respond::error(door, e, rid);
     budget_header(&mut resp, &mut ctx);
     ctx.finish(e.code.status().as_u16(), Some(e));
@@ -533,6 +562,9 @@ pub fn fail(live: &Live, door: Door, e: &GatewayError, mut ctx: RequestCtx, rid:
         budget_header(&mut resp, &mut ctx);
         ctx.finish(200, Some(e));
         return resp;
+    }
+    if ctx.debug.is_some() {
+        ctx.debug_response(&door.error_body(e));
     }
     let mut resp = respond::error(door, e, rid);
     budget_header(&mut resp, &mut ctx);

@@ -107,6 +107,15 @@ impl Record {
             w.string(p.result);
             w.raw(b"}");
         }
+        if let Some(d) = &self.debug {
+            w.raw(b",\"debug\":{\"request\":");
+            w.string(&d.request);
+            w.raw(b",\"response\":");
+            w.string(&d.response);
+            w.raw(b",\"truncated\":");
+            w.bool(d.truncated);
+            w.raw(b"}");
+        }
         w.raw(b"}");
     }
 }
@@ -299,6 +308,12 @@ mod tests {
             reason: "idle",
             result: "failed",
         });
+        assert_eq!(hand_line(&c), serde_line(&c));
+        c.debug = Some(Box::new(crate::observe::debug_bodies::DebugBodies {
+            request: "{\"q\":\"\u{1}é\"}".into(),
+            response: "data: {}\n\n".into(),
+            truncated: true,
+        }));
         assert_eq!(hand_line(&c), serde_line(&c));
     }
 }

@@ -2,6 +2,7 @@
 //! redaction, the process's log subscriber, and what a traced request
 //! carries while it runs (`trace`).
 
+pub mod debug_bodies;
 pub mod decision_log;
 mod log_line;
 pub mod logging;

@@ -272,6 +272,10 @@ pub struct Record {
     /// A background probe's record (client `_probe`), not a request's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probe: Option<ProbeTag>,
+    /// The request's bodies, redacted, when its client asked for them
+    /// (`observe::debug_bodies`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debug: Option<Box<super::debug_bodies::DebugBodies>>,
 }
 
 /// What a probe's record says it was (contract §10).
@@ -330,6 +334,7 @@ impl Record {
             interrupted: false,
             input_estimate: 0,
             probe: None,
+            debug: None,
         }
     }
 

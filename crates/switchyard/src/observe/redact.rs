@@ -17,7 +17,7 @@ fn key_patterns() -> &'static regex::Regex {
     })
 }
 
-const MASK: &str = "*****";
+pub const MASK: &str = "*****";
 
 /// The shortest start of a key worth masking at the end of a message cut
 /// short (raw error bodies are kept to 512 bytes).

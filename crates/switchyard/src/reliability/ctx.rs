@@ -13,6 +13,7 @@ use crate::config::Pricing;
 use crate::doors::facts::Input;
 use crate::error::GatewayError;
 use crate::governance::budget::Hold;
+use crate::observe::debug_bodies::Capture;
 use crate::observe::record::Record;
 use crate::observe::sink::Sinks;
 
@@ -41,6 +42,9 @@ pub struct RequestCtx {
     /// prices): if the client goes away now, the prompt was sent and is
     /// charged (contract §8).
     pub in_flight: Option<InFlight>,
+    /// The bodies being kept for the log, when the client asked for them
+    /// (`observe::debug_bodies`).
+    pub debug: Option<Box<Capture>>,
     /// Where the finished record goes (decision log, metrics, …).
     sinks: Sinks,
     emitted: bool,
@@ -67,6 +71,14 @@ impl DerefMut for RequestCtx {
 }
 
 impl RequestCtx {
+    /// Keeps `bytes` the client was sent, when its bodies are logged.
+    #[inline]
+    pub fn debug_response(&mut self, bytes: &[u8]) {
+        if let Some(c) = &mut self.debug {
+            c.response(bytes);
+        }
+    }
+
     pub fn new(rec: Record, sinks: Sinks) -> Self {
         sinks.started();
         RequestCtx {
@@ -78,6 +90,7 @@ impl RequestCtx {
             budget: None,
             shared: Default::default(),
             in_flight: None,
+            debug: None,
             sinks,
             emitted: false,
         }
@@ -104,6 +117,9 @@ impl RequestCtx {
         }
         self.emitted = true;
         self.settle_budget();
+        if let Some(c) = self.debug.take() {
+            self.rec.debug = Some(Box::new(c.done()));
+        }
         self.rec.close(status, error);
         let sinks = std::mem::take(&mut self.sinks);
         sinks.finished(&self.rec);

@@ -88,7 +88,9 @@ async fn run(
     } = with;
     macro_rules! send_or_cut {
         ($frame:expr) => {
-            if let Err(cut) = out.send($frame).await {
+            let frame = $frame;
+            ctx.debug_response(&frame);
+            if let Err(cut) = out.send(frame).await {
                 return charge_cut(cut, upstream, &served, client, ctx).await;
             }
         };
@@ -226,7 +228,9 @@ async fn run(
     settle(&upstream, &served, used, client, &mut ctx);
     match end {
         Ok(()) => {
-            send_or_cut_end(&out, upstream.end_frames()).await;
+            let last = upstream.end_frames();
+            ctx.debug_response(&last);
+            send_or_cut_end(&out, last).await;
             // A continued answer was interrupted: never kept.
             if let (Some(c), false) = (&cache, ctx.interrupted) {
                 if let Some(answer) = upstream.seen.capture.take().and_then(|a| a.answer.finish()) {
@@ -237,6 +241,7 @@ async fn run(
         }
         Err(e) => {
             let frame = upstream.error_frame(&e);
+            ctx.debug_response(&frame);
             send_or_cut_end(&out, frame).await;
             ctx.finish(200, Some(&e));
         }

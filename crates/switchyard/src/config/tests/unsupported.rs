@@ -33,7 +33,7 @@ observability:
 "#;
     let want = [
         (8, 14, "cache.max_bytes", "has no effect with `backend: redis` (Redis's own `maxmemory` bounds it); remove it".to_string()),
-        (18, 17, "observability.debug_bodies", "not supported yet (this build never logs request or response bodies); remove it or set `debug_bodies: off`".to_string()),
+        (18, 17, "observability.debug_bodies", "has no effect: no client may ask for its bodies; give one `debug: true` or set `debug_bodies: off`".to_string()),
     ];
     let want: Vec<_> = want
         .into_iter()
@@ -43,9 +43,25 @@ observability:
 
     let shown = load(src).unwrap_err()[1].to_string();
     assert!(
-        shown.starts_with("t.yaml:18:17: observability.debug_bodies: not supported yet"),
+        shown.starts_with("t.yaml:18:17: observability.debug_bodies: has no effect"),
         "{shown}"
     );
+}
+
+#[test]
+fn a_debug_client_needs_the_log_to_take_bodies() {
+    let client = "clients:\n  - { id: a, key_env: BOT_KEY, debug: true }\n";
+    one(
+        client,
+        2,
+        39,
+        "clients[0].debug",
+        "has no effect: bodies are never logged; set `observability.debug_bodies: header`",
+    );
+    // `debug: false` asks for nothing; with the log taking bodies, it loads.
+    assert!(load("clients:\n  - { id: a, key_env: BOT_KEY, debug: false }\n").is_ok());
+    let both = format!("{client}observability: {{ debug_bodies: header }}\n");
+    assert!(load(&both).unwrap().clients.unwrap()[0].debug);
 }
 
 #[test]

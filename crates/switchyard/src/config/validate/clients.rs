@@ -120,6 +120,7 @@ pub fn check(
             tpm: at_least_one(d, &c.tpm),
             budget,
             cache_shared: c.cache.as_ref().is_some_and(|v| v.value == "shared"),
+            debug: c.debug.as_ref().is_some_and(|v| v.value),
         });
     }
     out

@@ -1,10 +1,9 @@
 //! Keys this build parses but does not act on yet: refused, never ignored.
 //!
-//! A config that asks for a shared cache, shared state or body logging
-//! would otherwise load and leave the user believing they have it. Each such key gets an error at its own
-//! position; the truthful values
-//! (`cache.backend: memory|off`, `state.backend: memory`, `debug_bodies:
-//! off`) are accepted. Keys that tune the response cache while it is off
+//! A config that asks for something it would not get would otherwise load
+//! and leave the user believing they have it. Each such key gets an error at
+//! its own position: fleet keys without the fleet, a client's `debug`
+//! without `debug_bodies: header`. Keys that tune the response cache while it is off
 //! are refused the same way.
 //! The model keeps the fields for the issues that implement them: delete the
 //! matching lines here when a feature lands.
@@ -30,7 +29,6 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
             d.err(at, msg);
         }
     };
-    let refuse = |missing: &str, fix: &str| format!("not supported yet ({missing}); {fix}");
     const CACHE_OFF: &str =
         "has no effect: the response cache is off; set `cache.backend: memory` or remove it";
     let c = &raw.cache;
@@ -89,18 +87,30 @@ pub fn check(d: &mut Diags, raw: &RawConfig) {
         }
     }
 
-    let o = &raw.observability;
-    if let Some(b) = o
-        .debug_bodies
-        .as_ref()
-        .filter(|b| b.value != DebugBodies::Off)
+    // A client allowed to see its bodies logged needs the log to take them.
+    let bodies = raw.observability.debug_bodies.as_ref().map(|b| b.value);
+    if bodies != Some(DebugBodies::Header) {
+        for c in raw.clients.iter().flatten() {
+            if let Some(debug) = c.debug.as_ref().filter(|v| v.value) {
+                say(
+                    &debug.at,
+                    "has no effect: bodies are never logged; set `observability.debug_bodies: header` or remove it"
+                        .into(),
+                );
+            }
+        }
+    } else if !raw
+        .clients
+        .iter()
+        .flatten()
+        .any(|c| c.debug.as_ref().is_some_and(|v| v.value))
     {
-        say(
-            &b.at,
-            refuse(
-                "this build never logs request or response bodies",
-                "remove it or set `debug_bodies: off`",
-            ),
-        );
+        if let Some(b) = &raw.observability.debug_bodies {
+            say(
+                &b.at,
+                "has no effect: no client may ask for its bodies; give one `debug: true` or set `debug_bodies: off`"
+                    .into(),
+            );
+        }
     }
 }
