@@ -31,9 +31,18 @@ pub struct App {
     pub recent: Arc<crate::sinks::recent::Recent>,
     /// The OTLP trace export (`observability.otlp_endpoint`), when on.
     pub traces: Option<Arc<crate::sinks::trace::TraceSink>>,
+    /// A canary config serving beside `live`, when one runs (also one of
+    /// `sinks`: it tallies each version's outcomes).
+    pub canary: Arc<crate::live::canary::Canary>,
 }
 
 impl App {
+    /// The config snapshot a client request is served by: the canary's for
+    /// its share of requests while one runs, else the one in force.
+    pub fn serving(&self) -> Arc<Live> {
+        self.canary.serving(&self.live)
+    }
+
     /// A fresh per-request context.
     pub fn request_ctx(
         &self,

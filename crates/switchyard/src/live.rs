@@ -15,6 +15,8 @@ use crate::registry::Registry;
 use crate::state::fleet::{FleetSink, SharedCircuit, SharedKey};
 use arc_swap::ArcSwap;
 
+pub mod canary;
+
 pub type SharedLive = Arc<ArcSwap<Live>>;
 
 pub struct Live {
@@ -50,6 +52,27 @@ impl Live {
     ) -> Result<Live, String> {
         crate::upstream::client::check()?;
         registry.reconcile(&config);
+        Live::assemble(config, registry, governance)
+    }
+
+    /// A canary's snapshot, served beside the one in force: the registry
+    /// gains what only it names and keeps the rest as it is
+    /// ([`Registry::add_missing`]).
+    pub fn build_beside(
+        config: Config,
+        registry: &Arc<Registry>,
+        governance: &Arc<Governance>,
+    ) -> Result<Live, String> {
+        crate::upstream::client::check()?;
+        registry.add_missing(&config);
+        Live::assemble(config, registry, governance)
+    }
+
+    fn assemble(
+        config: Config,
+        registry: &Arc<Registry>,
+        governance: &Arc<Governance>,
+    ) -> Result<Live, String> {
         let mut providers = HashMap::new();
         for (id, p) in &config.providers {
             let rt = ProviderRt {

@@ -105,7 +105,9 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let usage = open_usage(&live, &metrics).await?;
     let live_usage = live.config.usage.clone();
     let recent: Arc<crate::sinks::recent::Recent> = Default::default();
+    let canary: Arc<crate::live::canary::Canary> = Default::default();
     let mut sinks: Vec<Arc<dyn crate::sinks::Sink>> = vec![
+        canary.clone(),
         Arc::new(crate::sinks::metrics::MetricsSink(metrics.clone())),
         Arc::new(opts.decisions),
         Arc::new(crate::sinks::recent::RecentSink(recent.clone())),
@@ -127,6 +129,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         last_reload: Default::default(),
         recent,
         traces,
+        canary,
     };
     let shutdown = CancellationToken::new();
     let admin = bind(admin_listen, false).await?;

@@ -56,18 +56,87 @@ pub async fn metrics(State(app): State<App>, headers: http::HeaderMap) -> Respon
     ([(http::header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-pub async fn reload(State(app): State<App>) -> Response {
-    match reload::from_file(&app).await {
-        Ok(version) => (
-            StatusCode::OK,
-            axum::Json(serde_json::json!({"result": "ok", "config_version": version})),
-        )
-            .into_response(),
-        Err(errors) => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            axum::Json(serde_json::json!({"result": "error", "errors": errors})),
-        )
-            .into_response(),
+/// `POST /admin/reload[?canary=N&for=D]`: the config file now, or as a
+/// canary serving N% of requests for D (default 10m) first.
+pub async fn reload(
+    State(app): State<App>,
+    axum::extract::Query(q): axum::extract::Query<ReloadQuery>,
+) -> Response {
+    let canary = match q.rollout(&app.live.load().config) {
+        Ok(c) => c,
+        Err(e) => {
+            let body = serde_json::json!({"result": "error", "errors": [e]});
+            return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+        }
+    };
+    match reload::from_file_as(&app, canary).await {
+        Ok(version) => {
+            let mut body = serde_json::json!({"result": "ok", "config_version": version});
+            // A canary (asked here, or as the config in force says).
+            if let Some(run) = app.canary.current().filter(|r| *r.live.version == *version) {
+                body["result"] = "canary".into();
+                body["canary"] = serde_json::json!({
+                    "share": run.share,
+                    "for_s": run.until.saturating_duration_since(run.started_at).as_secs_f64(),
+                });
+            }
+            (StatusCode::OK, axum::Json(body)).into_response()
+        }
+        Err(errors) => {
+            // A canary in progress is a conflict, not a bad config.
+            let busy = errors.iter().any(|e| e.starts_with(reload::CANARY_RUNNING));
+            let status = if busy {
+                StatusCode::CONFLICT
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            let body = serde_json::json!({"result": "error", "errors": errors});
+            (status, axum::Json(body)).into_response()
+        }
+    }
+}
+
+/// `?canary=N&for=D` of a reload.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ReloadQuery {
+    canary: Option<String>,
+    #[serde(rename = "for")]
+    lasts: Option<String>,
+}
+
+impl ReloadQuery {
+    /// `canary` absent: as the config in force says; `canary=100`: at once.
+    fn rollout(&self, now: &crate::config::Config) -> Result<reload::Rollout, String> {
+        let Some(share) = &self.canary else {
+            return match self.lasts {
+                Some(_) => Err("`for` goes with `canary`: ?canary=10&for=10m".into()),
+                None => Ok(reload::Rollout::AsConfigured),
+            };
+        };
+        let percent: f64 = share
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p: &f64| *p > 0.0 && *p <= 100.0)
+            .ok_or_else(|| {
+                format!("canary: `{share}` is not a percentage of requests above 0 and at most 100")
+            })?;
+        if percent == 100.0 {
+            return Ok(reload::Rollout::AtOnce);
+        }
+        let lasts = match &self.lasts {
+            None => now.reload.lasts,
+            Some(d) => crate::config::units::parse_duration(d.trim())
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    format!("for: `{d}` is not a duration above zero, e.g. 10m or 30s")
+                })?,
+        };
+        Ok(reload::Rollout::Canary(reload::CanaryAsk {
+            share: percent / 100.0,
+            lasts,
+        }))
     }
 }
 
@@ -87,6 +156,9 @@ pub async fn state(State(app): State<App>) -> Response {
         "deployments": deployments,
         "routes": routes,
     });
+    if let Some(run) = app.canary.current() {
+        body["canary"] = canary_view(&run);
+    }
     // A fleet's members, by their heartbeats (contract §7: config drift
     // is visible), and its leases.
     if let Some(serde_json::Value::Object(fleet)) = live.registry.shared.describe() {
@@ -95,6 +167,35 @@ pub async fn state(State(app): State<App>) -> Response {
         }
     }
     axum::Json(body).into_response()
+}
+
+/// A running canary in `/admin/state`: both versions side by side.
+fn canary_view(run: &crate::live::canary::Run) -> serde_json::Value {
+    let version = |v: &str, role: &str, t: &crate::live::canary::Tally| {
+        serde_json::json!({
+            "config_version": v,
+            "role": role,
+            "requests": t.requests(),
+            "errors": t.errors(),
+            "error_rate": t.error_rate(),
+            "p95_ms": t.p95_ms(),
+        })
+    };
+    let left = run
+        .until
+        .saturating_duration_since(tokio::time::Instant::now());
+    serde_json::json!({
+        "share": run.share,
+        "promoted_in_s": left.as_secs_f64(),
+        "rollback_on": {
+            "error_rate": run.rollback_on.error_rate,
+            "p95": run.rollback_on.p95,
+        },
+        "versions": [
+            version(&run.old_version, "in_force", &run.old),
+            version(&run.live.version, "canary", &run.new),
+        ],
+    })
 }
 
 /// A `/admin/state` deployment: the registry's numbers plus what the

@@ -1,15 +1,59 @@
-//! Re-read the config file, validate it whole, and swap it in atomically.
+//! Re-read the config file, validate it whole, and swap it in atomically —
+//! or, as a canary (contract §11), serve it to a share of requests beside
+//! the one in force, promote it after its time and roll it back at once
+//! when it does worse (`live::canary`).
 //! In-flight requests keep the snapshot they loaded; a bad config is never
 //! applied (the old one stays, the problems are logged and returned).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::app::App;
 use crate::config;
+use crate::live::canary::{Run, Verdict};
 use crate::live::Live;
 use crate::observe::metrics::ResultLabels;
 
+/// A canary reload: the share of requests the new config serves and how
+/// long before it is promoted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CanaryAsk {
+    pub share: f64,
+    pub lasts: Duration,
+}
+
+/// How a reload goes out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rollout {
+    /// As the config in force says (`reload.canary`): a canary, or at once.
+    AsConfigured,
+    AtOnce,
+    Canary(CanaryAsk),
+}
+
+impl Rollout {
+    fn resolve(self, now: &config::Config) -> Option<CanaryAsk> {
+        match self {
+            Rollout::AsConfigured => now.reload.canary.map(|share| CanaryAsk {
+                share,
+                lasts: now.reload.lasts,
+            }),
+            Rollout::AtOnce => None,
+            Rollout::Canary(c) => Some(c),
+        }
+    }
+}
+
+/// How often a running canary is judged.
+const JUDGE_EVERY: Duration = Duration::from_millis(100);
+
+/// SIGHUP's reload: as the config in force says.
 pub async fn from_file(app: &App) -> Result<String, Vec<String>> {
+    from_file_as(app, Rollout::AsConfigured).await
+}
+
+/// Reload the config file, going out as `rollout` says.
+pub async fn from_file_as(app: &App, rollout: Rollout) -> Result<String, Vec<String>> {
     let Some(path) = &app.config_path else {
         return Err(vec![
             "the gateway runs the built-in demo config; there is no file to reload".into(),
@@ -22,7 +66,7 @@ pub async fn from_file(app: &App) -> Result<String, Vec<String>> {
             return Err(rejected(app, errors));
         }
     };
-    from_text(app, path, &src).await
+    from_text(app, path, &src, rollout).await
 }
 
 /// The file changed on disk: reload, unless its text is the config in
@@ -39,10 +83,31 @@ pub async fn on_change(app: &App) {
     if *app.live.load().version == *version || tried.as_deref() == Some(version.as_str()) {
         return;
     }
-    let _ = from_text(app, path, &src).await;
+    let _ = from_text(app, path, &src, Rollout::AsConfigured).await;
 }
 
-async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<String, Vec<String>> {
+/// A reload refused because a canary is running: nothing changes until it
+/// is promoted or rolled back.
+pub const CANARY_RUNNING: &str = "a canary config is being served";
+
+async fn from_text(
+    app: &App,
+    path: &std::path::Path,
+    src: &str,
+    rollout: Rollout,
+) -> Result<String, Vec<String>> {
+    let canary = rollout.resolve(&app.live.load().config);
+    if let Some(run) = app.canary.current() {
+        let left = run
+            .until
+            .saturating_duration_since(tokio::time::Instant::now());
+        let msg = format!(
+            "{CANARY_RUNNING} (version {}, {}s before its promotion): wait for its verdict",
+            run.live.version,
+            left.as_secs()
+        );
+        return Err(rejected(app, vec![msg]));
+    }
     let version = config::text_version(src);
     if *app.live.load().version == *version {
         // Already in force: nothing to swap (and circuits keep their state
@@ -61,7 +126,12 @@ async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<Strin
         .and_then(|cfg| same_listeners(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| {
             let now = app.live.load();
-            Live::build(cfg, &now.registry, &now.governance).map_err(|e| vec![e])
+            let build = if canary.is_some() {
+                Live::build_beside
+            } else {
+                Live::build
+            };
+            build(cfg, &now.registry, &now.governance).map_err(|e| vec![e])
         });
     match result {
         Ok(live) => {
@@ -75,10 +145,80 @@ async fn from_text(app: &App, path: &std::path::Path, src: &str) -> Result<Strin
                     tracing::error!("reload: the usage store did not answer ({e}); budgets of new clients start from zero");
                 }
             }
-            Ok(swap(app, Arc::new(live)))
+            match canary {
+                None => Ok(swap(app, Arc::new(live))),
+                Some(ask) => begin_canary(app, Arc::new(live), ask),
+            }
         }
         Err(errors) => Err(rejected(app, errors)),
     }
+}
+
+/// Serves `live` beside the config in force and judges it until it is
+/// promoted or rolled back.
+fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Vec<String>> {
+    let version = live.config.version.clone();
+    let run = Run::new(live, &app.live.load(), ask.share, ask.lasts);
+    let run = match app.canary.start(run) {
+        Ok(run) => run,
+        Err(_) => return Err(rejected(app, vec![CANARY_RUNNING.into()])),
+    };
+    tracing::info!(
+        config_version = %version,
+        share = ask.share,
+        lasts_s = ask.lasts.as_secs_f64(),
+        "canary config serving beside the one in force"
+    );
+    let app = app.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(JUDGE_EVERY);
+        loop {
+            tick.tick().await;
+            let verdict = run.verdict(tokio::time::Instant::now());
+            if verdict == Verdict::Continue {
+                continue;
+            }
+            // Ended elsewhere (never today, but then it is not ours to act on).
+            if !app.canary.end(&run) {
+                return;
+            }
+            match verdict {
+                Verdict::RollBack(why) => roll_back(&app, &run, &why),
+                _ => promote(&app, &run),
+            }
+            return;
+        }
+    });
+    Ok(version)
+}
+
+/// The canary becomes the config in force.
+fn promote(app: &App, run: &Run) {
+    run.live.registry.reconcile(&run.live.config);
+    let version = swap(app, run.live.clone());
+    tracing::info!(
+        config_version = %version,
+        requests = run.new.requests(),
+        error_rate = run.new.error_rate(),
+        p95_ms = run.new.p95_ms(),
+        "canary config promoted"
+    );
+}
+
+/// The canary is dropped; the config in force takes every request again.
+fn roll_back(app: &App, run: &Run, why: &str) {
+    let live = app.live.load();
+    live.registry.reconcile(&live.config);
+    app.metrics
+        .config_reloads
+        .get_or_create(&ResultLabels {
+            result: "rolled_back",
+        })
+        .inc();
+    tracing::error!(
+        config_version = %run.live.version,
+        "canary config rolled back: {why}; the config in force serves every request"
+    );
 }
 
 /// A reload that failed: logged and counted; the running config stays.

@@ -30,6 +30,8 @@ pub struct Config {
     pub usage: Usage,
     pub observability: Observability,
     pub degraded: Degraded,
+    /// Canary reloads (`POST /admin/reload?canary=N&for=D`, contract §11).
+    pub reload: Reload,
     /// What `check` shows and `serve` logs without refusing the config.
     pub warnings: Vec<super::Diagnostic>,
 }
@@ -630,6 +632,48 @@ pub enum UsageBackend {
 pub enum LogFormat {
     Json,
     Pretty,
+}
+
+/// `reload`: how the next config is rolled out and judged against the one
+/// in force.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reload {
+    /// `canary` (a percentage, kept as a share in (0, 1)): every new
+    /// version of the config source (file change, SIGHUP, a reload with no
+    /// `canary` of its own) serves this share of requests first. `None`:
+    /// applied at once.
+    pub canary: Option<f64>,
+    /// `for`: how long a canary serves before it is promoted (default 10m).
+    pub lasts: std::time::Duration,
+    pub rollback_on: RollbackOn,
+}
+
+impl Default for Reload {
+    fn default() -> Self {
+        Reload {
+            canary: None,
+            lasts: std::time::Duration::from_secs(600),
+            rollback_on: RollbackOn::default(),
+        }
+    }
+}
+
+/// A canary is rolled back at once when its error rate is over the old
+/// config's by more than `error_rate` (a share of requests), or its p95
+/// latency over the old one's times `p95`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RollbackOn {
+    pub error_rate: f64,
+    pub p95: f64,
+}
+
+impl Default for RollbackOn {
+    fn default() -> Self {
+        RollbackOn {
+            error_rate: 0.05,
+            p95: 1.5,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

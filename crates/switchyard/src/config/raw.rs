@@ -32,6 +32,7 @@ pub struct RawConfig {
     pub usage: RawUsage,
     pub observability: RawObservability,
     pub degraded: RawDegraded,
+    pub reload: RawReload,
 }
 
 #[derive(Debug, Default)]
@@ -237,6 +238,14 @@ pub struct RawDegraded {
     pub message: Opt<String>,
 }
 
+/// `reload: { canary, for, rollback_on: { error_rate, p95 } }`.
+#[derive(Debug, Default)]
+pub struct RawReload {
+    pub canary: Opt<f64>,
+    pub lasts: Opt<Duration>,
+    pub rollback_on: Option<(At, Opt<f64>, Opt<f64>)>,
+}
+
 const TOP: &[&str] = &[
     "server",
     "clients",
@@ -249,6 +258,7 @@ const TOP: &[&str] = &[
     "usage",
     "observability",
     "degraded",
+    "reload",
 ];
 
 /// Decodes the (env-expanded) tree; problems go to `d`, bad parts are left out.

@@ -23,7 +23,7 @@ use crate::reliability::{Op, Served};
 use crate::route::Facts;
 
 pub async fn count_tokens(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
-    let live = app.live.load_full();
+    let live = app.serving();
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {

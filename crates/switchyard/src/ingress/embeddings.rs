@@ -54,7 +54,7 @@ async fn count_unreported(
 }
 
 pub async fn embeddings(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
-    let live = app.live.load_full();
+    let live = app.serving();
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result: Result<Served, GatewayError> = async {

@@ -32,7 +32,7 @@ use crate::route::{self, Facts};
 /// execute and deliver — or fail in the door's envelope. The decision-log
 /// line is written when the reply (or its stream) ends.
 pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Door) -> Response {
-    let live = app.live.load_full();
+    let live = app.serving();
     let rid = super::request_id(&headers);
     let mut ctx = app.request_ctx(&rid, &headers, &live);
     let result = async {

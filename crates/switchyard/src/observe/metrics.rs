@@ -313,7 +313,7 @@ impl Metrics {
             &mut registry,
             &mut families,
             "switchyard_config_reloads",
-            "Config reloads",
+            "Config reloads: ok, error (refused), rolled_back (a canary that did worse)",
             m.config_reloads.clone(),
         );
         declare(
@@ -389,7 +389,7 @@ impl Metrics {
         for result in ["hit", "miss"] {
             drop(m.cache.get_or_create(&ResultLabels { result }));
         }
-        for result in ["ok", "error"] {
+        for result in ["ok", "error", "rolled_back"] {
             drop(m.config_reloads.get_or_create(&ResultLabels { result }));
         }
         for result in ["ok", "dropped"] {

@@ -300,20 +300,46 @@ impl Registry {
 
         // A client's counts live in the store under its id, so a fresh
         // counter object after a reload picks them up where they were.
-        let clients = cfg.clients.iter().flatten().map(|c| {
-            let name = format!("client:{}", c.id);
-            let limits = ClientLimits {
-                rpm: c.rpm,
-                tpm: c.tpm,
-                counter: RateCounter::new(self.store.clone(), Scope::Client, &name),
-                shared_windows: self
-                    .shared
-                    .counter(&format!("{name}:rpm"))
-                    .zip(self.shared.counter(&format!("{name}:tpm"))),
-            };
-            (c.id.clone(), Arc::new(limits))
-        });
+        let clients = cfg
+            .clients
+            .iter()
+            .flatten()
+            .map(|c| (c.id.clone(), Arc::new(self.client_limits(c))));
         self.clients.store(Arc::new(clients.collect()));
+    }
+
+    fn client_limits(&self, c: &crate::config::Client) -> ClientLimits {
+        let name = format!("client:{}", c.id);
+        ClientLimits {
+            rpm: c.rpm,
+            tpm: c.tpm,
+            counter: RateCounter::new(self.store.clone(), Scope::Client, &name),
+            shared_windows: self
+                .shared
+                .counter(&format!("{name}:rpm"))
+                .zip(self.shared.counter(&format!("{name}:tpm"))),
+        }
+    }
+
+    /// A canary config beside the one in force: state for what only it
+    /// names (deployments, clients' limits), while what both name keeps the
+    /// settings in force until the canary is promoted ([`Self::reconcile`]).
+    pub fn add_missing(&self, cfg: &Config) {
+        let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.deployments.load();
+        let mut next = (**old).clone();
+        for id in cfg.deployments.keys().filter(|id| !old.contains_key(*id)) {
+            let state = DeploymentState::new(&self.store, id, cfg, self.shared.clone());
+            next.insert(id.clone(), Arc::new(state));
+        }
+        self.deployments.store(Arc::new(next));
+        let clients = self.clients.load();
+        let mut next = (**clients).clone();
+        for c in cfg.clients.iter().flatten() {
+            next.entry(c.id.clone())
+                .or_insert_with(|| Arc::new(self.client_limits(c)));
+        }
+        self.clients.store(Arc::new(next));
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<DeploymentState>> {

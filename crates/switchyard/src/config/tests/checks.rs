@@ -551,3 +551,53 @@ fn probe_settings_are_checked() {
         )
     );
 }
+
+#[test]
+fn reload_rollout_and_margins_are_checked() {
+    let got = errs("reload: { canary: 0, for: 0s, rollback_on: { error_rate: 1.5, p95: 0.5 } }\n");
+    let got: Vec<_> = got
+        .iter()
+        .map(|(l, c, p, m)| (*l, *c, p.as_str(), m.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                1,
+                19,
+                "reload.canary",
+                "must be a percentage of requests above 0 and at most 100"
+            ),
+            (1, 27, "reload.for", "must be greater than zero"),
+            (
+                1,
+                58,
+                "reload.rollback_on.error_rate",
+                "must be between 0 and 1 (a share of requests)"
+            ),
+            (
+                1,
+                68,
+                "reload.rollback_on.p95",
+                "must be at least 1 (the new config's p95 over the old one's)"
+            ),
+        ]
+    );
+    let c = super::load("reload: { canary: 10, for: 90s, rollback_on: { p95: 2 } }\n").unwrap();
+    assert_eq!(c.reload.canary, Some(0.1));
+    assert_eq!(c.reload.lasts, std::time::Duration::from_secs(90));
+    assert_eq!(
+        (c.reload.rollback_on.error_rate, c.reload.rollback_on.p95),
+        (0.05, 2.0)
+    );
+    // 100%: at once; absent: at once, promoted after 10 minutes when asked.
+    assert_eq!(
+        super::load("reload: { canary: 100 }\n")
+            .unwrap()
+            .reload
+            .canary,
+        None
+    );
+    let d = super::load("server: {}\n").unwrap().reload;
+    assert_eq!((d.canary, d.lasts.as_secs()), (None, 600));
+}

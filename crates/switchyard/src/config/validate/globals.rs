@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::super::fields as f;
 use super::super::node::{At, Sp};
 use super::super::raw::{
-    section, RawCache, RawConfig, RawDegraded, RawObservability, RawServer, RawState, RawUsage,
-    UsageStore,
+    section, RawCache, RawConfig, RawDegraded, RawObservability, RawReload, RawServer, RawState,
+    RawUsage, UsageStore,
 };
 use super::super::Diags;
 use super::{at_least_one, positive, url};
@@ -111,6 +111,17 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
             trace_sample: o.get(d, "trace_sample", f::float),
             trace_slow: o.get(d, "trace_slow", f::duration),
         };
+    }
+    if let Some(r) = section(d, top, "reload", &["canary", "for", "rollback_on"]) {
+        raw.reload.canary = r.get(d, "canary", f::float);
+        raw.reload.lasts = r.get(d, "for", f::duration);
+        raw.reload.rollback_on = section(d, &r, "rollback_on", &["error_rate", "p95"]).map(|b| {
+            (
+                b.at.clone(),
+                b.get(d, "error_rate", f::float),
+                b.get(d, "p95", f::float),
+            )
+        });
     }
     if let Some(g) = section(d, top, "degraded", &["enabled", "message"]) {
         raw.degraded = RawDegraded {
@@ -506,6 +517,46 @@ fn otlp_endpoint(d: &mut Diags, e: &Sp<String>) -> Option<String> {
         return None;
     }
     url(d, e, &["http", "https"])
+}
+
+/// `reload.rollback_on`: an error-rate margin in [0, 1] and a p95 factor of
+/// at least 1 (below 1 a canary as fast as the old config would be rolled
+/// back).
+pub fn reload(d: &mut Diags, r: &RawReload) -> Reload {
+    let mut out = Reload::default();
+    if let Some(c) = &r.canary {
+        if c.value > 0.0 && c.value <= 100.0 {
+            // 100%: every request on the new config, a reload like any other.
+            out.canary = (c.value < 100.0).then_some(c.value / 100.0);
+        } else {
+            d.err(
+                &c.at,
+                "must be a percentage of requests above 0 and at most 100",
+            );
+        }
+    }
+    out.lasts = positive(d, &r.lasts, out.lasts);
+    let Some((_, error_rate, p95)) = &r.rollback_on else {
+        return out;
+    };
+    if let Some(e) = error_rate {
+        if (0.0..=1.0).contains(&e.value) {
+            out.rollback_on.error_rate = e.value;
+        } else {
+            d.err(&e.at, "must be between 0 and 1 (a share of requests)");
+        }
+    }
+    if let Some(p) = p95 {
+        if p.value >= 1.0 && p.value.is_finite() {
+            out.rollback_on.p95 = p.value;
+        } else {
+            d.err(
+                &p.at,
+                "must be at least 1 (the new config's p95 over the old one's)",
+            );
+        }
+    }
+    out
 }
 
 pub fn degraded(g: &RawDegraded) -> Degraded {

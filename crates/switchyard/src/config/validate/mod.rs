@@ -49,6 +49,7 @@ pub fn validate(d: &mut Diags, raw: RawConfig, env: Env, version: String) -> Con
         usage,
         observability,
         degraded: globals::degraded(&raw.degraded),
+        reload: globals::reload(d, &raw.reload),
         warnings: Vec::new(),
     }
 }
