@@ -55,6 +55,7 @@ async fn main() -> Result<(), String> {
             status: 200,
             outcome: "ok",
             usage_estimated: false,
+            task: None,
             stream: i % 2 == 0,
             cache: "off",
             input_tokens: 120,

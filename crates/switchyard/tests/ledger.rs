@@ -460,3 +460,30 @@ models:
         .unwrap();
     assert_eq!(gone.status(), 404);
 }
+
+/// A request's task (scene) is in its row: the header's, else none.
+#[tokio::test]
+async fn a_rows_task_is_the_requests_task() {
+    let h = common::start(TWO_ROUTES).await;
+    let http = reqwest::Client::new();
+    for task in [Some("code"), None] {
+        let mut req = http
+            .post(h.url("/v1/chat/completions"))
+            .json(&json!({"model": "chat", "messages": common::user("hello")}));
+        if let Some(t) = task {
+            req = req.header("x-switchyard-task", t);
+        }
+        assert_eq!(req.send().await.unwrap().status(), 200);
+    }
+    h.flush_usage().await;
+    let db = rusqlite::Connection::open(h.dir.path().join("usage.db")).unwrap();
+    let mut q = db
+        .prepare("SELECT task FROM usage_requests ORDER BY ts, rowid")
+        .unwrap();
+    let tasks: Vec<Option<String>> = q
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(tasks, [Some("code".to_owned()), None]);
+}

@@ -33,6 +33,7 @@ fn row(ts_ms: i64, route: &str, cost: f64) -> UsageRow {
         status: 200,
         outcome: "ok",
         usage_estimated: false,
+        task: None,
         stream: false,
         cache: "off",
         input_tokens: 10,

@@ -33,6 +33,7 @@ pub fn row(r: &Record) -> UsageRow {
         status: r.status,
         outcome: r.outcome,
         usage_estimated: r.usage_estimated,
+        task: r.task.clone(),
         stream: r.stream,
         cache: r.cache,
         input_tokens: r.tokens.input,

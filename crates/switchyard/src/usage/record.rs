@@ -32,6 +32,8 @@ pub struct UsageRow {
     pub latency_ms: f64,
     pub ttfb_ms: Option<f64>,
     pub attempts: u32,
+    /// The request's task (scene), when it had one.
+    pub task: Option<String>,
 }
 
 impl UsageRow {
@@ -174,6 +176,7 @@ mod tests {
                 "upstream_error"
             },
             usage_estimated: false,
+            task: None,
             stream: false,
             cache: "off",
             input_tokens: 10,

@@ -123,6 +123,7 @@ pub fn write_batch(c: &mut Connection, b: &Batch) -> Result<(), String> {
                 r.ttfb_ms,
                 r.attempts,
                 r.usage_estimated,
+                r.task.as_deref(),
             ])
             .map_err(err)?;
         }
