@@ -33,6 +33,10 @@ const RESTING: u64 = 1;
 /// The longest a deployment rests for 429s that go on past their
 /// Retry-After (each rest doubles the last).
 pub const MAX_REST: Duration = Duration::from_secs(300);
+/// The longest rest for a quota that resets at a known time (a day's
+/// quota waits for the provider's midnight; a misread reset must not take
+/// a deployment out for longer).
+pub const MAX_QUOTA_REST: Duration = Duration::from_secs(26 * 3600);
 
 /// `switchyard_ratelimit_rejections_total{scope}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -461,6 +465,28 @@ impl DeploymentLimits {
         rest
     }
 
+    /// A quota that resets at a known time is spent (a per-day quota): the
+    /// deployment rests until then (at most [`MAX_QUOTA_REST`]), or longer
+    /// if a longer rest is in force. No streak: the first 429 after the
+    /// reset starts afresh. Returns the rest now in force.
+    pub fn rest_until_reset(&self, now: Instant, rest: Duration) -> Duration {
+        let store = &self.rate.store;
+        let now_ms = store.millis(now);
+        let rest = rest.min(MAX_QUOTA_REST);
+        let blocked = store
+            .get(&self.block_key, now)
+            .map_or(0, |r| r.0[0].saturating_sub(now_ms));
+        if blocked >= rest.as_millis() as u64 {
+            return Duration::from_millis(blocked);
+        }
+        if rest.is_zero() {
+            return rest;
+        }
+        let rec = Record([now_ms + rest.as_millis() as u64, 0, 0, RESTING]);
+        store.put(&self.block_key, Some(rec), Some(rest), now);
+        rest
+    }
+
     /// Read the upstream's remaining-quota headers; when requests or tokens
     /// are at 0, refuse (or briefly hold) calls until the upstream's reset.
     pub fn observe_headers(&self, now: Instant, h: &HeaderMap) {
@@ -710,6 +736,36 @@ mod tests {
         // Quiet for a rest's length after it ended: back to what is asked.
         advance(300 * S + 300 * S).await;
         assert_eq!(rest(&l, 2 * S), 2 * S);
+    }
+
+    /// A spent daily quota rests the deployment until its reset, far past
+    /// the 429 rests' cap, and leaves no streak behind.
+    #[tokio::test(start_paused = true)]
+    async fn a_quota_reset_rest_runs_until_the_reset() {
+        let l = limits(Limits {
+            queue_timeout: 2 * S,
+            ..Limits::default()
+        });
+        let day = 9 * 3600 * S;
+        assert_eq!(l.rest_until_reset(Instant::now(), day), day);
+        assert_eq!(l.blocked_for(Instant::now()), Some(day));
+        let r = l.check_rate(Instant::now(), 0).err().unwrap();
+        assert_eq!((r.reason, r.retry_after), ("upstream_quota", day));
+        assert!(l.admit(0).await.is_err(), "not waited out in a queue");
+        // A 429 in flight meanwhile changes nothing; a shorter reset neither.
+        assert_eq!(l.rest_after_429(Instant::now(), S), day);
+        assert_eq!(l.rest_until_reset(Instant::now(), S), day);
+        // Bounded, whatever a misread reset says.
+        let far = limits(Limits::default());
+        assert_eq!(
+            far.rest_until_reset(Instant::now(), 100 * day),
+            MAX_QUOTA_REST
+        );
+        advance(day).await;
+        assert_eq!(l.blocked_for(Instant::now()), None);
+        assert_eq!(reason(l.check_rate(Instant::now(), 0)), "ok");
+        // The next 429 is a first one.
+        assert_eq!(l.rest_after_429(Instant::now(), 2 * S), 2 * S);
     }
 
     #[tokio::test(start_paused = true)]

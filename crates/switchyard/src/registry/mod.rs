@@ -61,6 +61,9 @@ pub struct DeploymentAdmin {
     pub inflight: i64,
     pub rpm_used: u64,
     pub tpm_used: u64,
+    /// Seconds left of a rest the upstream asked for (429s, a spent
+    /// per-day quota, remaining-quota headers at 0); null when none.
+    pub resting_for_s: Option<f64>,
     pub keys: Vec<KeyState>,
     /// The last background probe (contract §10), when it has been probed.
     pub last_probe: Option<probe_log::LastProbe>,
@@ -194,6 +197,7 @@ impl DeploymentState {
             inflight: h.inflight,
             rpm_used,
             tpm_used,
+            resting_for_s: self.limits.blocked_for(now).map(|d| d.as_secs_f64()),
             keys: self
                 .keys
                 .states()

@@ -355,6 +355,30 @@ async fn on_deployment(
         // The key cools down for exactly the wait the upstream asked for,
         // so the retry that wait was for finds it usable (§4), and other
         // requests wait for it or go elsewhere instead of meeting the same 429.
+        if let Some(rest) = e.rests_for.filter(|_| e.code == ErrorCode::RateLimited) {
+            // A quota that resets at a known time is spent (a per-day
+            // quota): nothing is gained by asking again before the reset.
+            // With another key, this key sits it out and the request goes
+            // on at once with the next; with none, the deployment rests
+            // until the reset (the key stays usable for the provider's
+            // other models, whose quotas are their own).
+            let other_key = dep
+                .state
+                .keys
+                .usable_keys(&dep.provider.cfg.keys, |k| k.label.as_str())
+                .any(|k| key.is_none_or(|used| used.label != k.label));
+            if let (Some(k), true) = (key, other_key) {
+                st.keys.cool_down(k, Instant::now() + rest);
+                if !probe {
+                    slot.settle(0);
+                    continue;
+                }
+            } else {
+                st.limits.rest_until_reset(Instant::now(), rest);
+            }
+            slot.cancel();
+            return Err(e);
+        }
         if e.code == ErrorCode::RateLimited {
             if let (Some(k), Some(wait)) = (key, e.retry_after) {
                 let wait = wait.min(retry::MAX_COOLDOWN);
