@@ -98,7 +98,8 @@ pub async fn state(State(app): State<App>) -> Response {
 }
 
 /// A `/admin/state` deployment: the registry's numbers plus what the
-/// config says about it (provider, upstream model, rpm/tpm limits).
+/// config says about it (provider, upstream model, rpm/tpm limits: its own,
+/// or its provider pool's when tighter or when it has none).
 #[derive(serde::Serialize)]
 struct DeploymentView<'a> {
     #[serde(flatten)]
@@ -112,12 +113,12 @@ struct DeploymentView<'a> {
 impl<'a> DeploymentView<'a> {
     fn new(live: &'a Live, state: crate::registry::DeploymentAdmin) -> Self {
         let rt = live.deployments.get(&state.id);
-        let limits = rt.map(|d| d.provider.cfg.limits);
+        let (rpm_limit, tpm_limit) = rt.map_or((None, None), |d| d.state.rate_bounds());
         DeploymentView {
             provider: rt.map(|d| &*d.provider.name),
             model: rt.map(|d| &*d.model),
-            rpm_limit: limits.and_then(|l| l.rpm),
-            tpm_limit: limits.and_then(|l| l.tpm),
+            rpm_limit,
+            tpm_limit,
             state,
         }
     }

@@ -38,11 +38,13 @@ pub const MAX_REST: Duration = Duration::from_secs(300);
 /// a deployment out for longer).
 pub const MAX_QUOTA_REST: Duration = Duration::from_secs(26 * 3600);
 
-/// `switchyard_ratelimit_rejections_total{scope}`.
+/// Whose limit: a client's, a deployment's, or a provider's pool (its
+/// deployments together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     Client,
     Deployment,
+    Provider,
 }
 
 impl Scope {
@@ -50,6 +52,7 @@ impl Scope {
         match self {
             Scope::Client => "client",
             Scope::Deployment => "deployment",
+            Scope::Provider => "provider",
         }
     }
 }
@@ -63,9 +66,14 @@ pub struct LimitRejection {
 }
 
 impl LimitRejection {
-    /// The metric label.
+    /// The metric label (`switchyard_ratelimit_rejections_total{scope}`:
+    /// `client` or `deployment`; a provider's pool refuses for its
+    /// deployments, so it counts as theirs).
     pub fn rejections_scope(&self) -> &'static str {
-        self.scope.as_str()
+        match self.scope {
+            Scope::Client => "client",
+            Scope::Deployment | Scope::Provider => "deployment",
+        }
     }
 
     /// Contract §4 `gateway_rate_limited`, with Retry-After.
@@ -73,6 +81,7 @@ impl LimitRejection {
         let who = match self.scope {
             Scope::Client => "your key's",
             Scope::Deployment => "the deployment's",
+            Scope::Provider => "the provider's (all its deployments together)",
         };
         let msg = format!("{who} {} limit is reached; retry later", self.reason);
         GatewayError::new(ErrorCode::GatewayRateLimited, Source::Gateway, msg)
@@ -95,6 +104,9 @@ pub struct RateCounter {
 pub struct Reservation {
     charge: Charge,
     estimate: u64,
+    /// The same call counted in its provider's pool too (the pool's
+    /// charge and the estimate it reserved there).
+    also: Option<(Charge, u64)>,
     /// The window's requests and tokens with this request counted (0 where
     /// no limit asked for the sum), for the client's `x-ratelimit-*`.
     pub requests_used: u64,
@@ -130,49 +142,70 @@ impl Reservation {
         Reservation {
             charge: Charge::Shared { shared, rpm, tpm },
             estimate,
+            also: None,
             requests_used: used.0,
             tokens_used: used.1,
         }
     }
 
+    /// This reservation and `pool`'s (the same call counted in its
+    /// provider's pool), settled and cancelled together. The counts a
+    /// client's headers read stay this one's.
+    pub fn and(mut self, pool: Reservation) -> Reservation {
+        self.also = Some((pool.charge, pool.estimate));
+        self
+    }
+
     /// Settle with the tokens the call used, or keep the estimate when the
     /// upstream reported none (the safe side).
     pub fn settle_used(self, tokens: u64) {
-        let actual = if tokens > 0 { tokens } else { self.estimate };
-        self.settle(actual);
+        // No usage reported: every part keeps what it reserved.
+        if tokens > 0 {
+            self.settle(tokens);
+        }
     }
 
     pub fn settle(self, actual: u64) {
-        let delta = actual as i64 - self.estimate as i64;
-        if delta != 0 {
-            self.add(false, delta);
+        for (charge, estimate) in self.parts() {
+            let delta = actual as i64 - estimate as i64;
+            if delta != 0 {
+                add(charge, false, delta);
+            }
         }
     }
 
     /// The call never went out (e.g. no concurrency slot): give both back.
     pub fn cancel(self) {
-        self.add(false, -(self.estimate as i64));
-        self.add(true, -1);
+        for (charge, estimate) in self.parts() {
+            add(charge, false, -(estimate as i64));
+            add(charge, true, -1);
+        }
     }
 
-    fn add(&self, requests: bool, delta: i64) {
-        match &self.charge {
-            Charge::Local {
-                store,
-                rpm_key,
-                key,
-            } => {
-                let key = if requests { rpm_key } else { key };
-                store.add(key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
-            }
-            Charge::Shared { shared, rpm, tpm } => {
-                let (key, field) = if requests { rpm } else { tpm };
-                shared.adjust(Adjust {
-                    key: key.clone(),
-                    field: *field,
-                    delta,
-                });
-            }
+    fn parts(&self) -> impl Iterator<Item = (&Charge, u64)> {
+        let pool = self.also.as_ref().map(|(c, e)| (c, *e));
+        std::iter::once((&self.charge, self.estimate)).chain(pool)
+    }
+}
+
+/// Move one of a charge's counts (requests, else tokens) by `delta`.
+fn add(charge: &Charge, requests: bool, delta: i64) {
+    match charge {
+        Charge::Local {
+            store,
+            rpm_key,
+            key,
+        } => {
+            let key = if requests { rpm_key } else { key };
+            store.add(key, RATE_WINDOW, Instant::now(), &[(0, delta)]);
+        }
+        Charge::Shared { shared, rpm, tpm } => {
+            let (key, field) = if requests { rpm } else { tpm };
+            shared.adjust(Adjust {
+                key: key.clone(),
+                field: *field,
+                delta,
+            });
         }
     }
 }
@@ -240,6 +273,7 @@ impl RateCounter {
                 key: self.tpm_key.clone(),
             },
             estimate,
+            also: None,
             requests_used: requests.max(0) as u64,
             tokens_used: tokens.max(0) as u64,
         })
@@ -267,9 +301,26 @@ pub struct DeploymentLimits {
     queued: AtomicU32,
 }
 
-/// Held for the duration of an upstream call.
+/// Held for the duration of an upstream call: the deployment's slot and,
+/// with a pooled concurrency, its provider's.
 pub struct Permit {
     _permit: Option<OwnedSemaphorePermit>,
+    _pool: Option<OwnedSemaphorePermit>,
+}
+
+impl Permit {
+    fn one(p: Option<OwnedSemaphorePermit>) -> Permit {
+        Permit {
+            _permit: p,
+            _pool: None,
+        }
+    }
+
+    /// This slot and the provider pool's, held together.
+    pub fn and(mut self, pool: Permit) -> Permit {
+        self._pool = pool._permit;
+        self
+    }
 }
 
 /// Decrements the waiting-room count however the wait ends.
@@ -283,9 +334,15 @@ impl Drop for Queued<'_> {
 
 impl DeploymentLimits {
     pub fn new(store: Arc<dyn StateStore>, scope: &str, cfg: Limits) -> Self {
+        Self::scoped(store, Scope::Deployment, scope, cfg)
+    }
+
+    /// Limits of another subject than a deployment (a provider's pool,
+    /// named `prov:{provider}`): its refusals name that scope.
+    pub fn scoped(store: Arc<dyn StateStore>, who: Scope, scope: &str, cfg: Limits) -> Self {
         let l = DeploymentLimits {
             cfg: ArcSwap::from_pointee(cfg),
-            rate: RateCounter::new(store, Scope::Deployment, scope),
+            rate: RateCounter::new(store, who, scope),
             block_key: format!("{scope}:upstream_block").into(),
             sem: ArcSwap::from_pointee(None),
             queued: AtomicU32::new(0),
@@ -402,10 +459,10 @@ impl DeploymentLimits {
     /// target fails fast instead of piling up.
     pub async fn acquire(&self) -> Result<Permit, LimitRejection> {
         let Some(sem) = self.sem.load_full().as_ref().clone() else {
-            return Ok(Permit { _permit: None });
+            return Ok(Permit::one(None));
         };
         if let Ok(p) = sem.clone().try_acquire_owned() {
-            return Ok(Permit { _permit: Some(p) });
+            return Ok(Permit::one(Some(p)));
         }
         let cfg = **self.cfg.load();
         let retry = cfg.queue_timeout.max(Duration::from_secs(1));
@@ -415,7 +472,7 @@ impl DeploymentLimits {
         }
         let _waiting = Queued(&self.queued);
         match tokio::time::timeout(cfg.queue_timeout, sem.acquire_owned()).await {
-            Ok(Ok(p)) => Ok(Permit { _permit: Some(p) }),
+            Ok(Ok(p)) => Ok(Permit::one(Some(p))),
             _ => Err(self.reject("queue_timeout", retry)),
         }
     }
@@ -487,10 +544,11 @@ impl DeploymentLimits {
         rest
     }
 
-    /// Read the upstream's remaining-quota headers; when requests or tokens
-    /// are at 0, refuse (or briefly hold) calls until the upstream's reset.
-    pub fn observe_headers(&self, now: Instant, h: &HeaderMap) {
-        let Some(wait) = exhausted_for(h, SystemTime::now) else {
+    /// The upstream's remaining-quota headers, read: when requests or
+    /// tokens are at 0, refuse (or briefly hold) calls until the
+    /// upstream's reset.
+    pub fn observe_headers(&self, now: Instant, q: &QuotaHeaders) {
+        let Some(wait) = q.exhausted_for() else {
             return;
         };
         let wait = wait.min(MAX_UPSTREAM_BLOCK);
@@ -510,53 +568,115 @@ impl DeploymentLimits {
     }
 }
 
-/// The quota headers: (remaining, reset) for OpenAI (Go durations) and
-/// Anthropic (RFC 3339 times), requests then tokens. Static names: this runs
-/// on every answer, so no name is formatted or parsed per call.
-static OPENAI_QUOTA: [(HeaderName, HeaderName); 2] = [
-    (
-        HeaderName::from_static("x-ratelimit-remaining-requests"),
-        HeaderName::from_static("x-ratelimit-reset-requests"),
-    ),
-    (
-        HeaderName::from_static("x-ratelimit-remaining-tokens"),
-        HeaderName::from_static("x-ratelimit-reset-tokens"),
-    ),
+/// One dimension's quota headers (`limit`, `remaining`, `reset`) as one
+/// upstream names them. Static names: this runs on every answer, so no
+/// name is formatted or parsed per call.
+struct QuotaNames {
+    limit: HeaderName,
+    remaining: HeaderName,
+    reset: HeaderName,
+    /// OpenAI resets are Go durations (`6m0s`), Anthropic's RFC 3339 times.
+    rfc3339: bool,
+}
+
+/// Per dimension (requests, then tokens): OpenAI's names, then Anthropic's.
+static QUOTA_NAMES: [[QuotaNames; 2]; 2] = [
+    [
+        QuotaNames {
+            limit: HeaderName::from_static("x-ratelimit-limit-requests"),
+            remaining: HeaderName::from_static("x-ratelimit-remaining-requests"),
+            reset: HeaderName::from_static("x-ratelimit-reset-requests"),
+            rfc3339: false,
+        },
+        QuotaNames {
+            limit: HeaderName::from_static("anthropic-ratelimit-requests-limit"),
+            remaining: HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
+            reset: HeaderName::from_static("anthropic-ratelimit-requests-reset"),
+            rfc3339: true,
+        },
+    ],
+    [
+        QuotaNames {
+            limit: HeaderName::from_static("x-ratelimit-limit-tokens"),
+            remaining: HeaderName::from_static("x-ratelimit-remaining-tokens"),
+            reset: HeaderName::from_static("x-ratelimit-reset-tokens"),
+            rfc3339: false,
+        },
+        QuotaNames {
+            limit: HeaderName::from_static("anthropic-ratelimit-tokens-limit"),
+            remaining: HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
+            reset: HeaderName::from_static("anthropic-ratelimit-tokens-reset"),
+            rfc3339: true,
+        },
+    ],
 ];
-static ANTHROPIC_QUOTA: [(HeaderName, HeaderName); 2] = [
-    (
-        HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
-        HeaderName::from_static("anthropic-ratelimit-requests-reset"),
-    ),
-    (
-        HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
-        HeaderName::from_static("anthropic-ratelimit-tokens-reset"),
-    ),
-];
+
+/// What one dimension's quota headers said.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuotaReading {
+    /// `None` when the upstream sent only what is left.
+    pub limit: Option<u64>,
+    pub remaining: u64,
+    /// Until the budget is whole again; `None` when not said (or not
+    /// understood).
+    pub reset: Option<Duration>,
+}
+
+impl QuotaReading {
+    /// The share of the budget used (in [0, 1]), when the limit is known.
+    pub fn used_share(&self) -> Option<f64> {
+        let limit = self.limit.filter(|l| *l > 0)?;
+        Some((1.0 - self.remaining as f64 / limit as f64).clamp(0.0, 1.0))
+    }
+}
+
+/// An answer's quota headers (OpenAI `x-ratelimit-*`, Anthropic
+/// `anthropic-ratelimit-*`): requests, then tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QuotaHeaders(pub [Option<QuotaReading>; 2]);
+
+impl QuotaHeaders {
+    /// Read `h`. `wall_now` is only called when an RFC 3339 reset needs it.
+    pub fn read(h: &HeaderMap, wall_now: impl Fn() -> SystemTime) -> QuotaHeaders {
+        let text = |name: &HeaderName| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+        let mut out = QuotaHeaders::default();
+        for (slot, names) in out.0.iter_mut().zip(&QUOTA_NAMES) {
+            *slot = names.iter().find_map(|n| {
+                let remaining = text(&n.remaining)?.parse().ok()?;
+                let reset = text(&n.reset).and_then(|r| {
+                    if n.rfc3339 {
+                        parse_rfc3339(r).map(|at| at.duration_since(wall_now()).unwrap_or_default())
+                    } else {
+                        go_duration(r)
+                    }
+                });
+                Some(QuotaReading {
+                    limit: text(&n.limit).and_then(|l| l.parse().ok()),
+                    remaining,
+                    reset,
+                })
+            });
+        }
+        out
+    }
+
+    /// How long until the exhausted upstream budget resets, if one is
+    /// exhausted (remaining exactly 0, with a reset ahead).
+    pub fn exhausted_for(&self) -> Option<Duration> {
+        self.0
+            .iter()
+            .flatten()
+            .filter(|r| r.remaining == 0)
+            .filter_map(|r| r.reset)
+            .max()
+            .filter(|d| !d.is_zero())
+    }
+}
 
 /// How long until the exhausted upstream budget resets, if one is exhausted.
 /// `wall_now` is only read when an RFC 3339 reset needs it.
 pub fn exhausted_for(h: &HeaderMap, wall_now: impl Fn() -> SystemTime) -> Option<Duration> {
-    let text = |name: &HeaderName| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    let mut wait: Option<Duration> = None;
-    let mut longer = |d: Duration| wait = Some(wait.map_or(d, |w| w.max(d)));
-    // One pass over the answer's headers, names compared only for a value
-    // of "0": cheaper than looking each quota name up on every answer.
-    for (name, value) in h {
-        if value.as_bytes().trim_ascii() != b"0" {
-            continue;
-        }
-        if let Some((_, reset)) = OPENAI_QUOTA.iter().find(|(r, _)| r == name) {
-            if let Some(d) = text(reset).and_then(go_duration) {
-                longer(d);
-            }
-        } else if let Some((_, reset)) = ANTHROPIC_QUOTA.iter().find(|(r, _)| r == name) {
-            if let Some(at) = text(reset).and_then(parse_rfc3339) {
-                longer(at.duration_since(wall_now()).unwrap_or_default());
-            }
-        }
-    }
-    wait.filter(|d| !d.is_zero())
+    QuotaHeaders::read(h, wall_now).exhausted_for()
 }
 
 /// `2024-05-01T12:30:05Z`, `…05.123Z`, `…05+02:00`.
@@ -779,7 +899,7 @@ mod tests {
         h.insert("x-ratelimit-reset-requests", "20s".parse().unwrap());
         h.insert("x-ratelimit-remaining-tokens", "5000".parse().unwrap());
         h.insert("x-ratelimit-reset-tokens", "1m0s".parse().unwrap());
-        l.observe_headers(Instant::now(), &h);
+        l.observe_headers(Instant::now(), &QuotaHeaders::read(&h, SystemTime::now));
         let r = l.check_rate(Instant::now(), 0).err().unwrap();
         assert_eq!((r.reason, r.retry_after), ("upstream_quota", 20 * S));
         assert!(l.admit(0).await.is_err(), "too long to wait in the queue");
@@ -792,7 +912,7 @@ mod tests {
         assert!(waited >= S && waited <= S + S / 10, "{waited:?}");
         // Remaining quota that is not zero changes nothing.
         h.insert("x-ratelimit-remaining-requests", "7".parse().unwrap());
-        l.observe_headers(Instant::now(), &h);
+        l.observe_headers(Instant::now(), &QuotaHeaders::read(&h, SystemTime::now));
         assert_eq!(reason(l.check_rate(Instant::now(), 0)), "ok");
     }
 
@@ -834,6 +954,61 @@ mod tests {
             exhausted_for(&h, || at("2024-02-29T12:01:00Z")),
             None,
             "reset passed"
+        );
+    }
+
+    /// The quota headers are read into a share used per dimension: OpenAI's
+    /// `x-ratelimit-limit-*`/`-remaining-*` with a Go-duration reset,
+    /// Anthropic's `anthropic-ratelimit-*` with an RFC 3339 one.
+    #[test]
+    fn quota_headers_read_into_shares() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("x-ratelimit-limit-requests", "500"),
+            ("x-ratelimit-remaining-requests", "50"),
+            ("x-ratelimit-reset-requests", "6m0s"),
+            ("x-ratelimit-remaining-tokens", "1000"),
+        ] {
+            h.insert(k, v.parse().unwrap());
+        }
+        let q = QuotaHeaders::read(&h, SystemTime::now);
+        let r = q.0[0].unwrap();
+        assert_eq!(
+            (r.limit, r.remaining, r.reset),
+            (Some(500), 50, Some(360 * S))
+        );
+        assert!((r.used_share().unwrap() - 0.9).abs() < 1e-9);
+        let t = q.0[1].unwrap();
+        assert_eq!(
+            (t.used_share(), t.reset),
+            (None, None),
+            "no limit: no share"
+        );
+        assert_eq!(q.exhausted_for(), None);
+        let mut a = HeaderMap::new();
+        for (k, v) in [
+            ("anthropic-ratelimit-tokens-limit", "80000"),
+            ("anthropic-ratelimit-tokens-remaining", "8000"),
+            ("anthropic-ratelimit-tokens-reset", "2024-02-29T12:00:30Z"),
+        ] {
+            a.insert(k, v.parse().unwrap());
+        }
+        let q = QuotaHeaders::read(&a, || parse_rfc3339("2024-02-29T12:00:00Z").unwrap());
+        assert_eq!(q.0[0], None);
+        let t = q.0[1].unwrap();
+        assert_eq!(t.reset, Some(30 * S));
+        assert!((t.used_share().unwrap() - 0.9).abs() < 1e-9);
+        // Nonsense is no reading; more left than the limit is 0 used.
+        let mut bad = HeaderMap::new();
+        bad.insert("x-ratelimit-remaining-requests", "lots".parse().unwrap());
+        bad.insert("x-ratelimit-limit-tokens", "10".parse().unwrap());
+        bad.insert("x-ratelimit-remaining-tokens", "20".parse().unwrap());
+        let q = QuotaHeaders::read(&bad, SystemTime::now);
+        assert_eq!(q.0[0], None);
+        assert_eq!(q.0[1].unwrap().used_share(), Some(0.0));
+        assert_eq!(
+            QuotaHeaders::read(&HeaderMap::new(), SystemTime::now),
+            QuotaHeaders::default()
         );
     }
 
