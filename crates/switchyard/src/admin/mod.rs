@@ -235,10 +235,12 @@ pub async fn reset_key(
     .into_response()
 }
 
-/// Circuit state, health and budget spend are gauges read off the registry
-/// when scraped.
+/// Circuit state, health, quota used and budget spend are gauges read off
+/// the registry when scraped.
 fn publish_gauges(app: &App) {
-    use crate::observe::metrics::{ClientLabels, DeploymentLabels, Name, StateLabels};
+    use crate::observe::metrics::{
+        ClientLabels, DeploymentLabels, DimensionLabels, Name, StateLabels,
+    };
     let live = app.live.load();
     let now = crate::usage::query::now_ms();
     for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
@@ -284,8 +286,19 @@ fn publish_gauges(app: &App) {
         }
         app.metrics
             .health_score
-            .get_or_create(&DeploymentLabels { deployment: name })
+            .get_or_create(&DeploymentLabels {
+                deployment: name.clone(),
+            })
             .set(d.health_score);
+        for (dimension, used) in [("rpm", d.quota_used.rpm), ("tpm", d.quota_used.tpm)] {
+            app.metrics
+                .quota_used_ratio
+                .get_or_create(&DimensionLabels {
+                    deployment: name.clone(),
+                    dimension,
+                })
+                .set(used);
+        }
     }
 }
 
