@@ -218,11 +218,17 @@ impl DeploymentState {
     /// of this deployment's own window (`own`) and of its pool's, for the
     /// quota. Only dimensions with a limit tell anything.
     pub fn observe_counts(&self, now: Instant, own: Option<(u64, u64)>, pool: Option<(u64, u64)>) {
+        let cfg = self.limits.config();
+        let own = own.filter(|_| cfg.rpm.is_some() || cfg.tpm.is_some());
+        if own.is_none() && pool.is_none() {
+            // Nothing bounded was counted: nothing to tell (and nothing to
+            // write on this admission).
+            return;
+        }
         let p = self.pool.load();
         self.quota.settle(now, &p.counts);
         let clock = *self.quota.clock();
         if let Some((r, t)) = own {
-            let cfg = self.limits.config();
             self.quota
                 .own
                 .observe(&clock, now, Dim::Rpm, r, cfg.rpm.map(u64::from));
