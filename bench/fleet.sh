@@ -146,10 +146,9 @@ providers:
   mock:
     protocol: openai
     base_url: http://127.0.0.1:$MOCK_PORT/v1
-    limits: { rpm: $HIGH_RPM, tpm: $HIGH_TPM }
   free: { protocol: openai, base_url: http://127.0.0.1:$MOCK_PORT/v1 }
 models:
-  - { id: mock/gpt-4o-mini, provider: mock, model: gpt-4o-mini }
+  - { id: mock/gpt-4o-mini, provider: mock, model: gpt-4o-mini, limits: { rpm: $HIGH_RPM, tpm: $HIGH_TPM } }
   - { id: free/gpt-4o-mini, provider: free, model: gpt-4o-mini }
 routes:
   chat: { strategy: priority, targets: [mock/gpt-4o-mini] }

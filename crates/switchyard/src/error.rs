@@ -167,6 +167,10 @@ pub struct GatewayError {
     /// A 429/402 that means the key's quota or billing is spent: set the key
     /// aside rather than retry it.
     pub quota_exhausted: bool,
+    /// A 429 for a quota that resets at a known time (a per-day quota: at
+    /// the provider's midnight): the key, or the deployment, rests this
+    /// long instead of the short Retry-After.
+    pub rests_for: Option<Duration>,
 }
 
 impl GatewayError {
@@ -179,6 +183,7 @@ impl GatewayError {
             retry_after: None,
             upstream_status: None,
             quota_exhausted: false,
+            rests_for: None,
         }
     }
 

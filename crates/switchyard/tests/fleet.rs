@@ -31,17 +31,19 @@ providers:
     base_url: "{{mock}}/v1"
     limits: {{ rpm: 45 }}
     circuit: {{ consecutive_failures: 3, cooldown: 30s, min_requests: 100 }}
-  ob: {{ protocol: openai, base_url: "{{mock}}/v1", limits: {{ tpm: 3000 }} }}
+  ob: {{ protocol: openai, base_url: "{{mock}}/v1" }}
   oc: {{ protocol: openai, base_url: "{{mock}}/v1" }}
   od: {{ protocol: openai, base_url: "{{mock}}/v1" }}
 models:
   - {{ id: oa/m, provider: oa, model: gpt-m, pricing: {{ input: 1000, output: 1000 }} }}
-  - {{ id: ob/m, provider: ob, model: gpt-m }}
+  - {{ id: oa/m2, provider: oa, model: gpt-m2 }}
+  - {{ id: ob/m, provider: ob, model: gpt-m, limits: {{ tpm: 3000 }} }}
   - {{ id: oc/m, provider: oc, model: gpt-m, pricing: {{ input: 1000, output: 1000 }} }}
   - {{ id: od/m, provider: od, model: gpt-m }}
 routes:
   chat: {{ targets: [oa/m], retry: {{ attempts: 1 }} }}
   tokens: {{ targets: [ob/m], retry: {{ attempts: 1 }} }}
+  pooled: {{ strategy: weighted, targets: [oa/m, oa/m2], retry: {{ attempts: 1 }} }}
   open: {{ targets: [oc/m], retry: {{ attempts: 1 }} }}
   pair:
     strategy: weighted
@@ -135,18 +137,33 @@ async fn a_client_rpm_limit_holds_for_the_fleet_not_per_instance() {
     assert!(refused.headers().contains_key("retry-after"));
 }
 
+/// A provider's `limits` are its deployments' pool, and a model's
+/// `limits` its own: both hold for the fleet, not per instance.
 #[tokio::test]
-async fn a_deployment_rpm_and_tpm_limit_hold_for_the_fleet() {
+async fn a_provider_pool_and_a_deployment_tpm_limit_hold_for_the_fleet() {
     let _one = ONE_AT_A_TIME.lock().await;
     let redis = Redis::start();
     let gws = three(&redis).await;
-    // oa/m allows 45 rpm across the fleet.
-    let rs = burst(&gws, 120, "free-secret", chat("chat", json!({}))).await;
+    // Provider oa allows 45 rpm across the fleet, oa/m and oa/m2 together.
+    let rs = burst(&gws, 120, "free-secret", chat("pooled", json!({}))).await;
     let ok = count(&rs, 200);
     assert!(
         (43..=45).contains(&ok),
-        "admitted {ok} of 120 at deployment rpm 45"
+        "admitted {ok} of 120 at provider rpm 45"
     );
+    let served = |id: &str| {
+        rs.iter()
+            .filter(|r| r.status() == 200 && r.headers()["x-switchyard-deployment"] == id)
+            .count()
+    };
+    assert!(
+        served("oa/m") > 0 && served("oa/m2") > 0,
+        "both deployments served: {} and {}",
+        served("oa/m"),
+        served("oa/m2")
+    );
+    let refused = rs.iter().find(|r| r.status() == 429).unwrap();
+    assert!(refused.headers().contains_key("retry-after"));
 
     // ob/m allows 3000 tpm: what was served (the tokens the answers used)
     // stays within it, far below three instances' 9000.

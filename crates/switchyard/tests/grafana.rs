@@ -48,6 +48,7 @@ async fn every_metric_the_dashboard_queries_is_exported() {
         "switchyard_probes_total",
         "switchyard_token_estimate_ratio_bucket",
         "switchyard_budget_limit_usd",
+        "switchyard_quota_used_ratio",
     ] {
         assert!(names.contains(want), "the dashboard shows {want}");
     }

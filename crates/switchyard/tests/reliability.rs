@@ -1113,9 +1113,15 @@ routes:
 "#;
     let h = common::start(yaml).await;
     let http = reqwest::Client::new();
-    h.mock.script(vec![Behavior::fixture(
-        "openai/error_429_rate_limit_tokens",
-    )]);
+    // A 429 with Retry-After alone: the recorded one also says its tokens
+    // are at 0, which holds `mock/a` back past its quota's `stop` (a plan
+    // question, `tests/quota.rs`); here the keys' cooldown decides.
+    let mut refused = Behavior::status(
+        429,
+        r#"{"error":{"message":"Rate limit reached","type":"tokens","code":"rate_limit_exceeded"}}"#,
+    );
+    refused.headers.insert("retry-after".into(), "1".into());
+    h.mock.script(vec![refused]);
     let first = spawn_ask(&h, None, "only");
     until_cooling(&h).await;
     let r = http

@@ -32,6 +32,9 @@ pub struct Reading {
     pub not_key: bool,
     /// A wait given in the body (Gemini `RetryInfo`).
     pub retry_after: Option<Duration>,
+    /// A quota that resets at a known time was spent (a per-day quota):
+    /// how long until it does (see `resets`).
+    pub rests_for: Option<Duration>,
     /// The body's own code decides, whatever the status (a provider that
     /// says overload or billing with a 429, MAPPING §18).
     pub code: Option<ErrorCode>,
@@ -76,6 +79,14 @@ pub fn classify(
     e.quota_exhausted = quota;
     if matches!(code, ErrorCode::RateLimited | ErrorCode::Overloaded) && !quota {
         e.retry_after = retry_after::from_headers(headers).or(r.retry_after);
+    }
+    // A per-day quota: the rest is until its reset, and that is also the
+    // honest Retry-After for a client that gets this error.
+    if code == ErrorCode::RateLimited {
+        if let Some(rest) = r.rests_for.filter(|d| !d.is_zero()) {
+            e.rests_for = Some(rest);
+            e.retry_after = Some(rest);
+        }
     }
     e
 }

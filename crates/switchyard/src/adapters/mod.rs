@@ -28,6 +28,7 @@ pub mod images;
 pub mod key_check;
 pub mod openai;
 pub mod provider;
+pub mod resets;
 pub mod send;
 pub mod stream;
 pub mod translate;

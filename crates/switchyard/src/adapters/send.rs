@@ -107,12 +107,11 @@ pub async fn send_to(
     };
     let status = resp.status();
     // Remaining-quota headers (OpenAI x-ratelimit-*, Anthropic
-    // anthropic-ratelimit-*): when a budget hits zero, hold new requests to
-    // this deployment until its reset instead of waiting for the 429.
+    // anthropic-ratelimit-*): the share used moves traffic away as it nears
+    // the limit (contract §10), and when a budget hits zero, new requests
+    // to this deployment are held until its reset instead of meeting a 429.
     if status.is_success() || status.as_u16() == 429 {
-        dep.state
-            .limits
-            .observe_headers(Instant::now(), resp.headers());
+        dep.state.observe_headers(Instant::now(), resp.headers());
     }
     if status.is_success() {
         return Ok(resp);

@@ -199,7 +199,8 @@ fn canary_view(run: &crate::live::canary::Run) -> serde_json::Value {
 }
 
 /// A `/admin/state` deployment: the registry's numbers plus what the
-/// config says about it (provider, upstream model, rpm/tpm limits).
+/// config says about it (provider, upstream model, rpm/tpm limits: its own,
+/// or its provider pool's when tighter or when it has none).
 #[derive(serde::Serialize)]
 struct DeploymentView<'a> {
     #[serde(flatten)]
@@ -213,12 +214,12 @@ struct DeploymentView<'a> {
 impl<'a> DeploymentView<'a> {
     fn new(live: &'a Live, state: crate::registry::DeploymentAdmin) -> Self {
         let rt = live.deployments.get(&state.id);
-        let limits = rt.map(|d| d.provider.cfg.limits);
+        let (rpm_limit, tpm_limit) = rt.map_or((None, None), |d| d.state.rate_bounds());
         DeploymentView {
             provider: rt.map(|d| &*d.provider.name),
             model: rt.map(|d| &*d.model),
-            rpm_limit: limits.and_then(|l| l.rpm),
-            tpm_limit: limits.and_then(|l| l.tpm),
+            rpm_limit,
+            tpm_limit,
             state,
         }
     }
@@ -335,10 +336,12 @@ pub async fn reset_key(
     .into_response()
 }
 
-/// Circuit state, health and budget spend are gauges read off the registry
-/// when scraped.
+/// Circuit state, health, quota used and budget spend are gauges read off
+/// the registry when scraped.
 fn publish_gauges(app: &App) {
-    use crate::observe::metrics::{ClientLabels, DeploymentLabels, Name, StateLabels};
+    use crate::observe::metrics::{
+        ClientLabels, DeploymentLabels, DimensionLabels, Name, StateLabels,
+    };
     let live = app.live.load();
     let now = crate::usage::query::now_ms();
     for (c, id) in live.config.clients.iter().flatten().zip(&live.client_ids) {
@@ -384,8 +387,19 @@ fn publish_gauges(app: &App) {
         }
         app.metrics
             .health_score
-            .get_or_create(&DeploymentLabels { deployment: name })
+            .get_or_create(&DeploymentLabels {
+                deployment: name.clone(),
+            })
             .set(d.health_score);
+        for (dimension, used) in [("rpm", d.quota_used.rpm), ("tpm", d.quota_used.tpm)] {
+            app.metrics
+                .quota_used_ratio
+                .get_or_create(&DimensionLabels {
+                    deployment: name.clone(),
+                    dimension,
+                })
+                .set(used);
+        }
     }
 }
 

@@ -197,6 +197,8 @@ pub struct Provider {
     /// May be empty (local vLLM, Ollama, the mocks): then no auth header is sent.
     pub keys: Vec<ProviderKey>,
     pub timeouts: Timeouts,
+    /// The account's pool (contract §10): every deployment of the provider
+    /// together (`models[].limits` bound one deployment).
     pub limits: Limits,
     pub circuit: Circuit,
     /// Extra static headers sent upstream.
@@ -214,6 +216,27 @@ pub struct Provider {
     pub credentials: Option<CloudCredentials>,
     /// Background probes of what carries no traffic (contract §10).
     pub probe: Option<Probe>,
+    /// Where the used share of a deployment's rpm/tpm starts to move its
+    /// traffic away, and where it stops taking any (contract §10).
+    pub quota: Quota,
+}
+
+/// `providers.<p>.quota` (contract §10): fractions of rpm/tpm used. Past
+/// `shift` a deployment's routing weight falls linearly, to 0 at `stop`;
+/// past `stop` it serves only when nothing else can.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quota {
+    pub shift: f64,
+    pub stop: f64,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Quota {
+            shift: 0.85,
+            stop: 0.97,
+        }
+    }
 }
 
 /// `providers.<p>.probe` (contract §10): how the provider's deployments
@@ -443,6 +466,9 @@ pub struct Deployment {
     pub api: BedrockApi,
     /// OpenAI-compatible flavors: whether earlier reasoning goes back.
     pub reasoning_replay: ReasoningReplay,
+    /// `models[].limits`: this deployment's own bounds (its provider's
+    /// `limits` bound all of its deployments together).
+    pub limits: Limits,
 }
 
 /// USD per million tokens.

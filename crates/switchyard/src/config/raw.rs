@@ -74,6 +74,8 @@ pub struct RawProvider {
     pub circuit: RawCircuit,
     /// `probe:` (contract §10); `None` when absent.
     pub probe: Option<RawProbe>,
+    /// `quota:` (contract §10); `None` when absent.
+    pub quota: Option<RawQuota>,
     pub headers: Vec<(Sp<String>, Sp<String>)>,
     pub options: serde_json::Map<String, serde_json::Value>,
     pub api_version: Opt<String>,
@@ -139,6 +141,14 @@ pub struct RawProbe {
     pub model: Opt<String>,
 }
 
+/// `providers.<p>.quota` (contract §10).
+#[derive(Debug, Default)]
+pub struct RawQuota {
+    pub at: At,
+    pub shift: Opt<f64>,
+    pub stop: Opt<f64>,
+}
+
 #[derive(Debug, Default)]
 pub struct RawModel {
     pub at: At,
@@ -152,6 +162,8 @@ pub struct RawModel {
     pub region: Opt<String>,
     pub api: Opt<BedrockApi>,
     pub reasoning_replay: Opt<ReasoningReplay>,
+    /// `limits:` of this deployment alone.
+    pub limits: RawLimits,
 }
 
 #[derive(Debug, Default)]

@@ -512,6 +512,7 @@ mod tests {
             region: None,
             api: Default::default(),
             reasoning_replay: Default::default(),
+            limits: Default::default(),
         };
         let mtok = 1e6;
         assert!(

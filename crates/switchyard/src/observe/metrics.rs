@@ -92,6 +92,13 @@ pub struct ProbeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DimensionLabels {
+    pub deployment: Name,
+    /// `rpm` or `tpm`.
+    pub dimension: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OpLabels {
     pub op: &'static str,
 }
@@ -131,6 +138,8 @@ pub struct Metrics {
     pub budget_limit_usd: Family<ClientLabels, Gauge<f64, AtomicU64>>,
     /// Billed ÷ estimated input tokens per answered request.
     pub token_estimate_ratio: Family<DeploymentLabels, Histogram>,
+    /// The share of each deployment's rpm and tpm used (contract §10).
+    pub quota_used_ratio: Family<DimensionLabels, Gauge<f64, AtomicU64>>,
     registry: Registry,
     /// Every family declared, for the ones with no series yet.
     families: Vec<Declared>,
@@ -207,6 +216,7 @@ impl Metrics {
             token_estimate_ratio: Family::new_with_constructor(
                 estimate_ratio_histogram as fn() -> Histogram,
             ),
+            quota_used_ratio: Family::default(),
             registry: Registry::default(),
             families: Vec::new(),
         };
@@ -385,6 +395,13 @@ impl Metrics {
             "switchyard_token_estimate_ratio",
             "Billed input tokens divided by the gateway's estimate, per request",
             m.token_estimate_ratio.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_quota_used_ratio",
+            "Share of each deployment's rpm and tpm used: its own counts, its provider pool's or the upstream's headers, the largest",
+            m.quota_used_ratio.clone(),
         );
         for result in ["hit", "miss"] {
             drop(m.cache.get_or_create(&ResultLabels { result }));

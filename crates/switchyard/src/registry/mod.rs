@@ -1,6 +1,8 @@
 //! REGISTRY: each deployment's and client's runtime state, kept across
 //! config reloads — circuit (`circuit`), health and provider keys
-//! (`health`), concurrency, queue and rpm/tpm (`limits`), the retry budget
+//! (`health`), concurrency, queue and rpm/tpm (`limits`; a provider's
+//! deployments together in its `pool`), the share of them used and the
+//! routing weight that follows (`quota`), the retry budget
 //! (`retry_budget`), what a served stream holds (`held`) — plus the
 //! response cache handle and what is shared with the fleet
 //! (`state::shared`). Every number lives behind `state::store::StateStore`;
@@ -11,7 +13,9 @@ pub mod circuit;
 pub mod health;
 pub mod held;
 pub mod limits;
+pub mod pool;
 pub mod probe_log;
+pub mod quota;
 pub mod retry_budget;
 
 use crate::state::cache::ResponseCache;
@@ -30,7 +34,11 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::state::store::StateStore;
 use circuit::{Breaker, CircuitState, Outcome, Transition};
 use health::{Health, KeyState, KeyTracker};
-use limits::{DeploymentLimits, RateCounter, Scope};
+use limits::{
+    DeploymentLimits, LimitRejection, Permit, QuotaHeaders, RateCounter, Reservation, Scope,
+};
+use pool::Pool;
+use quota::{Clock, Dim, Quota, Standing};
 use retry_budget::RetryBudget;
 
 /// One deployment's reliability state.
@@ -38,7 +46,13 @@ pub struct DeploymentState {
     pub id: String,
     pub circuit: Breaker,
     pub health: Health,
+    /// Its own limits (`models[].limits`) and the upstream's block.
     pub limits: DeploymentLimits,
+    /// Its provider's pool (`providers.<p>.limits`), shared with the
+    /// provider's other deployments; swapped when a reload moves it.
+    pool: ArcSwap<Pool>,
+    /// The share of its rpm/tpm used and its routing weight.
+    pub quota: Quota,
     pub retry_budget: RetryBudget,
     pub keys: KeyTracker,
     /// The last probes of it and its provider's keys.
@@ -61,13 +75,36 @@ pub struct DeploymentAdmin {
     pub inflight: i64,
     pub rpm_used: u64,
     pub tpm_used: u64,
+    /// The share of its rpm and tpm used (contract §10): the largest of its
+    /// own counts, its provider pool's and the upstream's headers.
+    pub quota_used: QuotaUsed,
+    /// Its routing weight from that share: 1 below `quota.shift`, 0 past
+    /// `quota.stop`.
+    pub quota_weight: f64,
+    /// Seconds left of a rest the upstream asked for (429s, a spent
+    /// per-day quota, remaining-quota headers at 0); null when none.
+    pub resting_for_s: Option<f64>,
     pub keys: Vec<KeyState>,
     /// The last background probe (contract §10), when it has been probed.
     pub last_probe: Option<probe_log::LastProbe>,
 }
 
+/// `/admin/state` `quota_used`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct QuotaUsed {
+    pub rpm: f64,
+    pub tpm: f64,
+}
+
 impl DeploymentState {
-    fn new(store: &Arc<dyn StateStore>, id: &str, cfg: &Config, shared: Arc<dyn Shared>) -> Self {
+    fn new(
+        store: &Arc<dyn StateStore>,
+        id: &str,
+        cfg: &Config,
+        shared: Arc<dyn Shared>,
+        pool: Arc<Pool>,
+        clock: Clock,
+    ) -> Self {
         let scope = format!("dep:{id}");
         let (provider, p) = provider_of(cfg, id);
         let keys = p.map_or(&[][..], |p| &p.keys[..]);
@@ -81,10 +118,12 @@ impl DeploymentState {
             id: id.to_owned(),
             circuit,
             health: Health::new(store.clone(), &scope),
-            limits: DeploymentLimits::new(
-                store.clone(),
-                &scope,
-                p.map(|p| p.limits).unwrap_or_default(),
+            limits: DeploymentLimits::new(store.clone(), &scope, own_limits(cfg, id)),
+            pool: ArcSwap::new(pool),
+            quota: Quota::new(
+                clock,
+                Instant::now(),
+                p.map(|p| p.quota).unwrap_or_default(),
             ),
             retry_budget: RetryBudget::new(store.clone(), &scope),
             keys: KeyTracker::new(store.clone(), provider, keys),
@@ -120,15 +159,189 @@ impl DeploymentState {
         self.share(Some(t))
     }
 
-    fn update(&self, cfg: &Config) {
+    fn update(&self, cfg: &Config, pool: Arc<Pool>) {
         let (provider, p) = provider_of(cfg, &self.id);
+        self.limits.set_config(own_limits(cfg, &self.id));
+        if !Arc::ptr_eq(&self.pool.load(), &pool) {
+            self.pool.store(pool);
+        }
         if let Some(p) = p {
             self.circuit.set_config(p.circuit);
             self.circuit.set_probed(p.probe.is_some());
-            self.limits.set_config(p.limits);
+            self.quota.set_settings(p.quota);
             // A key whose value changed is in use again.
             self.keys.set_keys(provider, &p.keys);
         }
+    }
+
+    /// Its provider's pool.
+    pub fn pool(&self) -> arc_swap::Guard<Arc<Pool>> {
+        self.pool.load()
+    }
+
+    /// Its rpm and tpm bounds: its own, or its pool's when tighter (or
+    /// when it has none of its own).
+    pub fn rate_bounds(&self) -> (Option<u32>, Option<u64>) {
+        let own = self.limits.config();
+        let pool = self.pool.load().limits.config();
+        let tighter = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        (
+            tighter(own.rpm.map(u64::from), pool.rpm.map(u64::from)).map(|r| r as u32),
+            tighter(own.tpm, pool.tpm),
+        )
+    }
+
+    // === Quota ===
+
+    /// Its quota standing now: shares used, routing weight, held back.
+    /// A few atomic loads (see `quota`).
+    pub fn quota(&self, now: Instant) -> Standing {
+        self.quota.standing(now, &self.pool.load().counts)
+    }
+
+    /// An answer's headers: the upstream's block when a budget is at 0,
+    /// and the share of its quota used.
+    pub fn observe_headers(&self, now: Instant, h: &http::HeaderMap) {
+        let q = QuotaHeaders::read(h, std::time::SystemTime::now);
+        if q == QuotaHeaders::default() {
+            return;
+        }
+        self.limits.observe_headers(now, &q);
+        self.quota
+            .observe_headers(now, &self.pool.load().counts, &q);
+    }
+
+    /// What a window said when it counted a request: `(rpm, tpm)` used,
+    /// of this deployment's own window (`own`) and of its pool's, for the
+    /// quota. Only dimensions with a limit tell anything.
+    pub fn observe_counts(&self, now: Instant, own: Option<(u64, u64)>, pool: Option<(u64, u64)>) {
+        let cfg = self.limits.config();
+        let own = own.filter(|_| cfg.rpm.is_some() || cfg.tpm.is_some());
+        if own.is_none() && pool.is_none() {
+            // Nothing bounded was counted: nothing to tell (and nothing to
+            // write on this admission).
+            return;
+        }
+        let p = self.pool.load();
+        self.quota.settle(now, &p.counts);
+        let clock = *self.quota.clock();
+        if let Some((r, t)) = own {
+            self.quota
+                .own
+                .observe(&clock, now, Dim::Rpm, r, cfg.rpm.map(u64::from));
+            self.quota.own.observe(&clock, now, Dim::Tpm, t, cfg.tpm);
+        }
+        if let Some((r, t)) = pool {
+            let cfg = p.limits.config();
+            p.counts
+                .observe(&clock, now, Dim::Rpm, r, cfg.rpm.map(u64::from));
+            p.counts.observe(&clock, now, Dim::Tpm, t, cfg.tpm);
+        }
+    }
+
+    /// A window refused: that dimension is spent (for the quota).
+    fn observe_refusal(&self, now: Instant, r: &LimitRejection) {
+        let full = |limit: Option<u64>| limit.unwrap_or(1);
+        let (own, pool) = (self.limits.config(), self.pool.load().limits.config());
+        let (cfg, into_pool) = match r.scope {
+            Scope::Provider => (pool, true),
+            _ => (own, false),
+        };
+        let used = match r.reason {
+            "rpm" => (full(cfg.rpm.map(u64::from)), 0),
+            "tpm" => (0, full(cfg.tpm)),
+            _ => return,
+        };
+        if into_pool {
+            self.observe_counts(now, None, Some(used));
+        } else {
+            self.observe_counts(now, Some(used), None);
+        }
+    }
+
+    // === Admission: its own limits, then its provider's pool ===
+
+    /// rpm, tpm and the upstream's block, then the pool's rpm and tpm, in
+    /// one step; no waiting. A refusal by either counts nothing.
+    pub fn check_rate(&self, now: Instant, estimate: u64) -> Result<Reservation, LimitRejection> {
+        let own = self.limits.check_rate(now, estimate);
+        self.and_pool(now, estimate, own, None)
+    }
+
+    /// [`Self::check_rate`] after `limits.wait_out_block` (the block is
+    /// looked at again only when it waited).
+    pub fn check_rate_after(
+        &self,
+        waited: bool,
+        now: Instant,
+        estimate: u64,
+    ) -> Result<Reservation, LimitRejection> {
+        let own = self.limits.check_rate_after(waited, now, estimate);
+        self.and_pool(now, estimate, own, None)
+    }
+
+    /// rpm/tpm against a share of the configured limits (this instance's,
+    /// of a fleet's, while Redis is away): `share` maps a limit to it.
+    pub fn check_rate_shared(
+        &self,
+        now: Instant,
+        estimate: u64,
+        share: &dyn Fn(u64) -> u64,
+    ) -> Result<Reservation, LimitRejection> {
+        let cfg = self.limits.config();
+        let rpm = cfg.rpm.map(|r| share(u64::from(r)) as u32);
+        let tpm = cfg.tpm.map(share);
+        let own = self.limits.check_rate_with(now, estimate, rpm, tpm);
+        self.and_pool(now, estimate, own, Some(share))
+    }
+
+    /// The pool's rpm/tpm after the deployment's own admitted `own`.
+    fn and_pool(
+        &self,
+        now: Instant,
+        estimate: u64,
+        own: Result<Reservation, LimitRejection>,
+        share: Option<&dyn Fn(u64) -> u64>,
+    ) -> Result<Reservation, LimitRejection> {
+        let own = own.inspect_err(|r| self.observe_refusal(now, r))?;
+        let pool = self.pool.load();
+        let counted = (own.requests_used, own.tokens_used);
+        if !pool.bounds_rate() {
+            self.observe_counts(now, Some(counted), None);
+            return Ok(own);
+        }
+        let cfg = pool.limits.config();
+        let (rpm, tpm) = match share {
+            Some(f) => (cfg.rpm.map(|r| f(u64::from(r)) as u32), cfg.tpm.map(f)),
+            None => (cfg.rpm, cfg.tpm),
+        };
+        match pool.limits.check_rate_with(now, estimate, rpm, tpm) {
+            Ok(p) => {
+                let in_pool = (p.requests_used, p.tokens_used);
+                self.observe_counts(now, Some(counted), Some(in_pool));
+                Ok(own.and(p))
+            }
+            Err(r) => {
+                own.cancel();
+                self.observe_refusal(now, &r);
+                Err(r)
+            }
+        }
+    }
+
+    /// A concurrency slot of its own, then one of its pool's (each at once
+    /// if free, else a FIFO wait of at most its `queue_timeout`).
+    pub async fn acquire(&self) -> Result<Permit, LimitRejection> {
+        let own = self.limits.acquire().await?;
+        let pool = self.pool.load_full();
+        if !pool.bounds_concurrency() {
+            return Ok(own);
+        }
+        let pooled = pool.limits.acquire().await?;
+        Ok(own.and(pooled))
     }
 
     /// Feeds one finished attempt to the breaker and the health stats.
@@ -184,6 +397,8 @@ impl DeploymentState {
         let circuit = self.circuit.state();
         let h = self.health(now);
         let (rpm_used, tpm_used) = self.limits.used(now);
+        let q = self.quota(now);
+        let round = |x: f64| (x * 1e4).round() / 1e4;
         DeploymentAdmin {
             id: self.id.clone(),
             circuit: circuit.as_str(),
@@ -194,6 +409,12 @@ impl DeploymentState {
             inflight: h.inflight,
             rpm_used,
             tpm_used,
+            quota_used: QuotaUsed {
+                rpm: round(q.used[0]),
+                tpm: round(q.used[1]),
+            },
+            quota_weight: round(q.weight),
+            resting_for_s: self.limits.blocked_for(now).map(|d| d.as_secs_f64()),
             keys: self
                 .keys
                 .states()
@@ -206,6 +427,14 @@ impl DeploymentState {
             last_probe: self.probes.last(),
         }
     }
+}
+
+/// A deployment's own limits (`models[].limits`).
+fn own_limits(cfg: &Config, id: &str) -> crate::config::Limits {
+    cfg.deployments
+        .get(id)
+        .map(|d| d.limits)
+        .unwrap_or_default()
 }
 
 fn provider_of<'a>(cfg: &'a Config, id: &str) -> (&'a str, Option<&'a crate::config::Provider>) {
@@ -227,7 +456,11 @@ pub struct ClientLimits {
 pub struct Registry {
     store: Arc<dyn StateStore>,
     deployments: ArcSwap<HashMap<String, Arc<DeploymentState>>>,
+    /// Each provider's pool, by provider name.
+    pools: ArcSwap<HashMap<String, Arc<Pool>>>,
     clients: ArcSwap<HashMap<String, Arc<ClientLimits>>>,
+    /// The clock every quota reading is timed on.
+    clock: Clock,
     /// Serialises reconciles (reloads), never requests.
     reconciling: Mutex<()>,
     /// The response cache and the settings it was built with: kept across
@@ -247,7 +480,9 @@ impl Registry {
             shared,
             store,
             deployments: ArcSwap::from_pointee(HashMap::new()),
+            pools: ArcSwap::from_pointee(HashMap::new()),
             clients: ArcSwap::from_pointee(HashMap::new()),
+            clock: Clock::new(Instant::now()),
             reconciling: Mutex::new(()),
             cache: Mutex::new(None),
         }
@@ -279,12 +514,37 @@ impl Registry {
     /// deployment stay in the store: re-adding it resumes them.
     pub fn reconcile(&self, cfg: &Config) {
         let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
+        // Pools first: a provider's keeps its counts and slots, with its
+        // new limits.
+        let old_pools = self.pools.load();
+        let mut pools = HashMap::with_capacity(cfg.providers.len());
+        for (name, p) in &cfg.providers {
+            let pool = match old_pools.get(name) {
+                Some(pool) => {
+                    pool.limits.set_config(p.limits);
+                    pool.clone()
+                }
+                None => Arc::new(Pool::new(self.store.clone(), &*self.shared, name, p.limits)),
+            };
+            pools.insert(name.clone(), pool);
+        }
+        let pool_of = |id: &str| {
+            let (name, _) = provider_of(cfg, id);
+            pools.get(name).cloned().unwrap_or_else(|| {
+                Arc::new(Pool::new(
+                    self.store.clone(),
+                    &*self.shared,
+                    name,
+                    Default::default(),
+                ))
+            })
+        };
         let old = self.deployments.load();
         let mut next = HashMap::with_capacity(cfg.deployments.len());
         for id in cfg.deployments.keys() {
             let dep = match old.get(id) {
                 Some(d) => {
-                    d.update(cfg);
+                    d.update(cfg, pool_of(id));
                     d.clone()
                 }
                 None => Arc::new(DeploymentState::new(
@@ -292,11 +552,14 @@ impl Registry {
                     id,
                     cfg,
                     self.shared.clone(),
+                    pool_of(id),
+                    self.clock,
                 )),
             };
             next.insert(id.clone(), dep);
         }
         self.deployments.store(Arc::new(next));
+        self.pools.store(Arc::new(pools));
 
         // A client's counts live in the store under its id, so a fresh
         // counter object after a reload picks them up where they were.
@@ -326,12 +589,30 @@ impl Registry {
     /// settings in force until the canary is promoted ([`Self::reconcile`]).
     pub fn add_missing(&self, cfg: &Config) {
         let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|p| p.into_inner());
+        // Pools of providers only the canary names; the others keep theirs.
+        let mut pools = (**self.pools.load()).clone();
+        for (name, p) in &cfg.providers {
+            pools.entry(name.clone()).or_insert_with(|| {
+                Arc::new(Pool::new(self.store.clone(), &*self.shared, name, p.limits))
+            });
+        }
         let old = self.deployments.load();
         let mut next = (**old).clone();
         for id in cfg.deployments.keys().filter(|id| !old.contains_key(*id)) {
-            let state = DeploymentState::new(&self.store, id, cfg, self.shared.clone());
+            let (provider, _) = provider_of(cfg, id);
+            let pool = pools.get(provider).cloned().unwrap_or_else(|| {
+                Arc::new(Pool::new(
+                    self.store.clone(),
+                    &*self.shared,
+                    provider,
+                    Default::default(),
+                ))
+            });
+            let state =
+                DeploymentState::new(&self.store, id, cfg, self.shared.clone(), pool, self.clock);
             next.insert(id.clone(), Arc::new(state));
         }
+        self.pools.store(Arc::new(pools));
         self.deployments.store(Arc::new(next));
         let clients = self.clients.load();
         let mut next = (**clients).clone();
@@ -453,7 +734,7 @@ mod tests {
             .observe(now, Err(&err), Duration::from_millis(5), false)
             .unwrap();
         assert_eq!(t.to, CircuitState::Open);
-        a.limits.check_rate(now, 10).ok().unwrap().settle(10);
+        a.check_rate(now, 10).ok().unwrap().settle(10);
         let k1 = &first.providers["p"].keys[0];
         assert_eq!(k1.label, "env:K1");
         a.keys
@@ -466,8 +747,12 @@ mod tests {
         let again = reg.get("p/a").unwrap();
         assert!(Arc::ptr_eq(&a, &again));
         assert!(matches!(again.circuit.admit(now), Admit::Rejected { .. }));
-        let r = again.limits.check_rate(now, 0).err().unwrap();
-        assert_eq!(r.reason, "rpm", "the new limit applies to the kept count");
+        let r = again.check_rate(now, 0).err().unwrap();
+        assert_eq!(
+            (r.scope, r.reason),
+            (Scope::Provider, "rpm"),
+            "the pool's new limit applies to the kept count"
+        );
 
         let state = reg.admin_state();
         let ids: Vec<_> = state.iter().map(|d| d.id.as_str()).collect();
@@ -483,6 +768,63 @@ mod tests {
         for field in ["health_score", "latency_p50_ms", "latency_p95_ms"] {
             assert!(json.get(field).is_some(), "{field}");
         }
+    }
+
+    /// `providers.p.limits` bound p's deployments together (one pool, kept
+    /// across a reload); `models[].limits` bound one. A refusal by either
+    /// counts nothing anywhere, and a spent pool is every deployment's
+    /// quota.
+    #[tokio::test(start_paused = true)]
+    async fn a_providers_limits_pool_its_deployments_and_a_models_bound_it_alone() {
+        let reg = Registry::new(Arc::new(MemoryStore::new()));
+        let cfg = config("  - { provider: p, model: b, limits: { rpm: 1 } }\n", 3);
+        reg.reconcile(&cfg);
+        let (a, b) = (reg.get("p/a").unwrap(), reg.get("p/b").unwrap());
+        assert!(
+            Arc::ptr_eq(&a.pool(), &b.pool()),
+            "one pool for the provider"
+        );
+        assert_eq!(b.rate_bounds(), (Some(1), None));
+        assert_eq!(a.rate_bounds(), (Some(3), None));
+        let now = Instant::now();
+        let ok = |d: &DeploymentState| d.check_rate(now, 0).map(|r| r.settle(0)).err();
+        assert_eq!(ok(&b), None);
+        let own = ok(&b).unwrap();
+        assert_eq!((own.scope, own.reason), (Scope::Deployment, "rpm"));
+        assert_eq!(ok(&a), None);
+        assert_eq!(ok(&a), None);
+        // Three between them: the pool is spent, for both.
+        let pooled = ok(&a).unwrap();
+        assert_eq!((pooled.scope, pooled.reason), (Scope::Provider, "rpm"));
+        let e = pooled.to_error();
+        assert_eq!(e.code, ErrorCode::GatewayRateLimited);
+        assert!(e.message.contains("provider"), "{}", e.message);
+        assert_eq!(pooled.rejections_scope(), "deployment");
+        assert_eq!(
+            a.limits.used(now).0,
+            2,
+            "the refused request was given back"
+        );
+        assert_eq!(b.limits.used(now).0, 1);
+        for d in [&a, &b] {
+            let q = d.quota(now);
+            assert!(q.stopped && q.used[0] == 1.0, "{}: {q:?}", d.id);
+        }
+        // A reload that raises the pool keeps its count: one more fits.
+        reg.reconcile(&config(
+            "  - { provider: p, model: b, limits: { rpm: 1 } }\n",
+            4,
+        ));
+        assert!(Arc::ptr_eq(&reg.get("p/a").unwrap().pool(), &a.pool()));
+        assert_eq!(ok(&a), None);
+        assert!(ok(&a).is_some());
+        let state = reg.admin_state();
+        let json = serde_json::to_value(&state[0]).unwrap();
+        assert_eq!(
+            json["quota_used"],
+            serde_json::json!({"rpm": 1.0, "tpm": 0.0})
+        );
+        assert_eq!(json["quota_weight"], 0.0);
     }
 
     #[tokio::test(start_paused = true)]

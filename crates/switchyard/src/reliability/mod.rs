@@ -355,6 +355,30 @@ async fn on_deployment(
         // The key cools down for exactly the wait the upstream asked for,
         // so the retry that wait was for finds it usable (§4), and other
         // requests wait for it or go elsewhere instead of meeting the same 429.
+        if let Some(rest) = e.rests_for.filter(|_| e.code == ErrorCode::RateLimited) {
+            // A quota that resets at a known time is spent (a per-day
+            // quota): nothing is gained by asking again before the reset.
+            // With another key, this key sits it out and the request goes
+            // on at once with the next; with none, the deployment rests
+            // until the reset (the key stays usable for the provider's
+            // other models, whose quotas are their own).
+            let other_key = dep
+                .state
+                .keys
+                .usable_keys(&dep.provider.cfg.keys, |k| k.label.as_str())
+                .any(|k| key.is_none_or(|used| used.label != k.label));
+            if let (Some(k), true) = (key, other_key) {
+                st.keys.cool_down(k, Instant::now() + rest);
+                if !probe {
+                    slot.settle(0);
+                    continue;
+                }
+            } else {
+                st.limits.rest_until_reset(Instant::now(), rest);
+            }
+            slot.cancel();
+            return Err(e);
+        }
         if e.code == ErrorCode::RateLimited {
             if let (Some(k), Some(wait)) = (key, e.retry_after) {
                 let wait = wait.min(retry::MAX_COOLDOWN);
@@ -492,20 +516,21 @@ enum Refusal {
 }
 
 /// [`admit_attempt`]'s limits: the upstream's block and the concurrency
-/// slot are this instance's; rpm/tpm and the budget are the fleet's when
-/// they are shared (leased, or one round trip), this instance's share of
-/// them while Redis is away, and this instance's own otherwise.
+/// slots are this instance's; rpm/tpm (the deployment's own and its
+/// provider pool's) and the budget are the fleet's when they are shared
+/// (leased, or one round trip), this instance's share of them while Redis
+/// is away, and this instance's own otherwise.
 async fn admit_limits(
     shared: &Arc<dyn crate::state::shared::Shared>,
     dep: &DeploymentRt,
     estimate: u64,
     ctx: &mut RequestCtx,
 ) -> Result<(limits::Reservation, limits::Permit), Refusal> {
-    let lim = &dep.state.limits;
-    let waited = lim.wait_out_block().await.map_err(Refusal::Limit)?;
+    let st = &dep.state;
+    let waited = st.limits.wait_out_block().await.map_err(Refusal::Limit)?;
     let reservation = match shared::admit(shared, dep, estimate, ctx).await {
         shared::Verdict::Admitted(Some(r)) => r,
-        shared::Verdict::Admitted(None) | shared::Verdict::Local => lim
+        shared::Verdict::Admitted(None) | shared::Verdict::Local => st
             .check_rate_after(waited, Instant::now(), estimate)
             .map_err(Refusal::Limit)?,
         shared::Verdict::Unavailable { reject: true } => {
@@ -517,7 +542,7 @@ async fn admit_limits(
         }
         shared::Verdict::Refused(e) => return Err(Refusal::Other(e)),
     };
-    match lim.acquire().await {
+    match st.acquire().await {
         Ok(permit) => Ok((reservation, permit)),
         Err(e) => {
             reservation.cancel();
@@ -526,9 +551,10 @@ async fn admit_limits(
     }
 }
 
-/// Redis is away (`on_unavailable: local`): the client's and the
-/// deployment's limits on this instance's counters, each divided by the
-/// instances last seen; the budget on this instance's own account.
+/// Redis is away (`on_unavailable: local`): the client's, the deployment's
+/// and its provider pool's limits on this instance's counters, each
+/// divided by the instances last seen; the budget on this instance's own
+/// account.
 fn local_share(
     shared: &dyn crate::state::shared::Shared,
     dep: &DeploymentRt,
@@ -568,12 +594,8 @@ fn local_share(
             )));
         }
     }
-    let cfg = dep.state.limits.config();
-    let rpm = cfg.rpm.map(|r| shared.local_share(u64::from(r)) as u32);
-    let tpm = cfg.tpm.map(|t| shared.local_share(t));
     dep.state
-        .limits
-        .check_rate_with(now, estimate, rpm, tpm)
+        .check_rate_shared(now, estimate, &|limit| shared.local_share(limit))
         .map_err(Refusal::Limit)
 }
 

@@ -208,7 +208,7 @@ async fn deployment_job(dep: &Arc<DeploymentRt>, now: Instant, s: &mut Schedule)
     } else {
         return None;
     };
-    let gap = min_gap(st.limits.config().rpm, cfg.max_share);
+    let gap = min_gap(st.rate_bounds().0, cfg.max_share);
     if !s.spaced(&dep.name, now, gap) {
         return None;
     }
@@ -224,9 +224,9 @@ async fn deployment_job(dep: &Arc<DeploymentRt>, now: Instant, s: &mut Schedule)
     {
         return None;
     }
-    // It counts against the deployment's rpm like a request: a full window
-    // has no room for a probe.
-    let reservation = st.limits.check_rate(now, 1).ok()?;
+    // It counts against the deployment's rpm (and its provider pool's) like
+    // a request: a full window has no room for a probe.
+    let reservation = st.check_rate(now, 1).ok()?;
     if why == Why::Circuit && !st.circuit.claim_probe(now) {
         reservation.cancel();
         return None;
@@ -273,7 +273,7 @@ async fn spare_key_jobs(deps: &[Arc<DeploymentRt>], now: Instant, s: &mut Schedu
         {
             continue;
         }
-        let Ok(reservation) = via.state.limits.check_rate(now, 1) else {
+        let Ok(reservation) = via.state.check_rate(now, 1) else {
             continue;
         };
         s.sent(&id, now);

@@ -3,10 +3,11 @@
 //! A request's first attempt charges, in one script and one round trip:
 //! the client's rpm/tpm windows (the ingress leaves them pending in
 //! [`Pending`] instead of counting them locally), the deployment's rpm/tpm
-//! windows, and the raise of its budget hold. All or nothing: a refusal
-//! says which window, and nothing was charged. A later attempt (a retry, a
-//! fallback) charges only what it adds: its deployment's windows, and the
-//! budget when the candidate is pricier.
+//! windows and its provider pool's, and the raise of its budget hold. All
+//! or nothing: a refusal says which window, and nothing was charged. A
+//! later attempt (a retry, a fallback) charges only what it adds: its
+//! deployment's (and pool's) windows, and the budget when the candidate is
+//! pricier. What each window has used goes to the deployment's quota.
 //!
 //! Redis away: the caller decides on this instance's own counters, each
 //! limit divided by the instances last seen (`on_unavailable: local`), or
@@ -93,6 +94,8 @@ enum Part {
     ClientTpm,
     DepRpm,
     DepTpm,
+    PoolRpm,
+    PoolTpm,
     Budget,
 }
 
@@ -107,14 +110,21 @@ pub async fn admit(
         return Verdict::Local;
     };
     let lim = dep.state.limits.config();
+    let (pool_lim, pool_windows) = {
+        let pool = dep.state.pool();
+        match pool.shared_windows.clone() {
+            Some(w) if pool.bounds_rate() => (pool.limits.config(), Some(w)),
+            _ => (crate::config::Limits::default(), None),
+        }
+    };
     let budget = match (ctx.shared.budget, ctx.budget.as_ref()) {
         (Some(usd), Some(h)) if h.shared_more(usd) > 0 => h
             .shared_window(&**shared)
             .map(|w| (usd, h.shared_more(usd), w)),
         _ => None,
     };
-    let mut parts = Vec::with_capacity(5);
-    let mut windows = Vec::with_capacity(5);
+    let mut parts = Vec::with_capacity(7);
+    let mut windows = Vec::with_capacity(7);
     let mut push = |part, w| {
         parts.push(part);
         windows.push(w);
@@ -133,6 +143,14 @@ pub async fn admit(
     }
     if let Some(tpm) = lim.tpm {
         push(Part::DepTpm, sliding(&dep_tpm, tpm, estimate, true));
+    }
+    if let Some((pool_rpm, pool_tpm)) = &pool_windows {
+        if let Some(rpm) = pool_lim.rpm {
+            push(Part::PoolRpm, sliding(pool_rpm, rpm.into(), 1, false));
+        }
+        if let Some(tpm) = pool_lim.tpm {
+            push(Part::PoolTpm, sliding(pool_tpm, tpm, estimate, true));
+        }
     }
     if let Some((_, more, w)) = &budget {
         let fixed = Span::Fixed {
@@ -164,7 +182,25 @@ pub async fn admit(
     drop(windows);
     let used = match answer {
         Err(u) => return Verdict::Unavailable { reject: u.reject },
-        Ok(Admission::Refused { index, .. }) => return refused(parts[index], dep, ctx),
+        Ok(Admission::Refused { index, .. }) => {
+            // A full window of the deployment's or its pool's: spent, for
+            // the quota.
+            let full = |limit: Option<u64>| limit.unwrap_or(1);
+            let now = tokio::time::Instant::now();
+            let st = &dep.state;
+            match parts[index] {
+                Part::DepRpm => {
+                    st.observe_counts(now, Some((full(lim.rpm.map(u64::from)), 0)), None)
+                }
+                Part::DepTpm => st.observe_counts(now, Some((0, full(lim.tpm))), None),
+                Part::PoolRpm => {
+                    st.observe_counts(now, None, Some((full(pool_lim.rpm.map(u64::from)), 0)))
+                }
+                Part::PoolTpm => st.observe_counts(now, None, Some((0, full(pool_lim.tpm)))),
+                _ => {}
+            }
+            return refused(parts[index], dep, ctx);
+        }
         Ok(Admission::Revoked) => return Verdict::Refused(revoked(ctx)),
         Ok(Admission::Admitted(used)) => used,
     };
@@ -190,16 +226,36 @@ pub async fn admit(
         h.shared_charged(shared, key, usd, used_of(Part::Budget));
         ctx.shared.budget = None;
     }
+    let dep_used = (used_of(Part::DepRpm), used_of(Part::DepTpm));
+    let pool_used = (used_of(Part::PoolRpm), used_of(Part::PoolTpm));
+    dep.state.observe_counts(
+        tokio::time::Instant::now(),
+        Some(dep_used),
+        pool_windows.is_some().then_some(pool_used),
+    );
     let dep_shared = lim.rpm.is_some() || lim.tpm.is_some();
-    Verdict::Admitted(dep_shared.then(|| {
+    let own = dep_shared.then(|| {
         Reservation::shared(
             shared.clone(),
             (dep_rpm, field_of(Part::DepRpm)),
             (dep_tpm, field_of(Part::DepTpm)),
             if lim.tpm.is_some() { estimate } else { 0 },
-            (used_of(Part::DepRpm), used_of(Part::DepTpm)),
+            dep_used,
         )
-    }))
+    });
+    let pooled = pool_windows.map(|(pool_rpm, pool_tpm)| {
+        Reservation::shared(
+            shared.clone(),
+            (pool_rpm, field_of(Part::PoolRpm)),
+            (pool_tpm, field_of(Part::PoolTpm)),
+            if pool_lim.tpm.is_some() { estimate } else { 0 },
+            pool_used,
+        )
+    });
+    Verdict::Admitted(match (own, pooled) {
+        (Some(own), Some(pooled)) => Some(own.and(pooled)),
+        (own, pooled) => own.or(pooled),
+    })
 }
 
 /// One of the request's rate windows (rpm, tpm) on the fleet's counts.
@@ -245,9 +301,18 @@ fn refused(part: Part, dep: &DeploymentRt, ctx: &mut RequestCtx) -> Verdict {
     Verdict::Refused(match part {
         Part::ClientRpm => client_limited("rpm", ctx),
         Part::ClientTpm => client_limited("tpm", ctx),
-        Part::DepRpm | Part::DepTpm => {
-            let reason = if part == Part::DepRpm { "rpm" } else { "tpm" };
-            let mut e = limit(Scope::Deployment, reason).to_error();
+        Part::DepRpm | Part::DepTpm | Part::PoolRpm | Part::PoolTpm => {
+            let reason = if matches!(part, Part::DepRpm | Part::PoolRpm) {
+                "rpm"
+            } else {
+                "tpm"
+            };
+            let scope = if matches!(part, Part::PoolRpm | Part::PoolTpm) {
+                Scope::Provider
+            } else {
+                Scope::Deployment
+            };
+            let mut e = limit(scope, reason).to_error();
             e.source = Source::Gateway;
             e
         }

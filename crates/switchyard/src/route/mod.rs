@@ -9,15 +9,18 @@
 //! implied by the request, `max_cost_per_mtok`, context-window fit, open
 //! circuits), then the route's strategy scores the rest, plus a bonus for
 //! the request's task; targets in this instance's region (`server.region`)
-//! and in good standing go ahead of the others, and a sticky session's
-//! deployment goes first while it is healthy. Fallbacks follow the targets,
-//! in config order.
+//! and in good standing go ahead of the others; a deployment near its
+//! rpm/tpm quota gives way (`quota`: demoted by chance as its weight falls,
+//! last of all past `stop`); and a sticky session's deployment goes first
+//! while it is healthy and not held back. Fallbacks follow the targets, in
+//! config order.
 //!
 //! When no deployment is left, the reason decides the answer (CONTRACT §8):
 //! every one ruled out by what the request needs (a capability, a context
 //! window) is the client's 400 naming what is missing; 503
 //! `no_healthy_deployment` only when one that could serve it is open.
 
+pub mod quota;
 pub mod sticky;
 pub mod strategy;
 
@@ -131,6 +134,9 @@ pub fn plan(
     let region = live.config.server.region.as_deref();
     strategy::score(&mut p.candidates, route, facts, region, now);
     order(&mut p.candidates);
+    if let Some(why) = quota::apply(&mut p.candidates, now) {
+        p.passed_over = p.passed_over.or(Some(why));
+    }
     if route.sticky {
         if let Some(session) = &facts.session {
             sticky::apply(live, route, session, &mut p, now);
@@ -555,5 +561,89 @@ routes:
         let p = plan_for(&live, "chat", &Facts::default()).unwrap();
         assert_eq!(ids(&p), [("a", "target"), ("c", "target")]);
         assert_eq!(skipped(&p), [("b", "circuit_open")]);
+    }
+
+    /// `a` and `b` may take 100 requests a minute each; `c` is the fallback.
+    const QUOTAS: &str = r#"
+providers:
+  p: { protocol: openai, base_url: "http://127.0.0.1:9/v1" }
+models:
+  - { id: a, provider: p, model: m, limits: { rpm: 100 } }
+  - { id: b, provider: p, model: m, limits: { rpm: 100 } }
+  - { id: c, provider: p, model: m }
+routes:
+  chat: { strategy: priority, targets: [a, b], fallbacks: [c] }
+"#;
+
+    /// `id` has counted `n` of its 100 rpm.
+    fn counted(live: &Live, id: &str, n: u64) {
+        let st = &live.deployments[id].state;
+        st.observe_counts(Instant::now(), Some((n, 0)), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_stop_a_deployment_goes_last_behind_the_fallbacks() {
+        let live = live_of(QUOTAS);
+        counted(&live, "a", 98);
+        let p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        assert_eq!(
+            ids(&p),
+            [("b", "target"), ("c", "fallback"), ("a", "target")]
+        );
+        let a = &p.candidates[2];
+        assert_eq!(part(a, quota::STOP), Some(1.0));
+        assert_eq!(part(a, "quota_used"), Some(0.98));
+        assert_eq!(part(a, "quota_weight"), Some(0.0));
+        assert_eq!(p.passed_over, Some(quota::PASSED_OVER));
+        assert!(quota::held_back(a));
+        // The others carry no quota parts.
+        assert_eq!(part(&p.candidates[0], "quota_weight"), None);
+        // Named directly it is the only candidate: it still serves.
+        let p = plan_for(&live, "a", &Facts::default()).unwrap();
+        assert_eq!(ids(&p), [("a", "target")]);
+    }
+
+    /// Between `shift` and `stop` the weight falls a fifth per 10 s to
+    /// its target; each request's draw keeps it in place with probability
+    /// w, and otherwise demotes it behind the other targets (not behind
+    /// the fallbacks).
+    #[tokio::test(start_paused = true)]
+    async fn between_shift_and_stop_a_deployment_is_demoted_by_chance() {
+        let live = live_of(QUOTAS);
+        let mut p = plan_for(&live, "chat", &Facts::default()).unwrap();
+        // 91 of 100: its target weight is (0.97 - 0.91) / 0.12 = 0.5.
+        counted(&live, "a", 91);
+        tokio::time::advance(std::time::Duration::from_secs(10)).await;
+        let w = live.deployments["a"].state.quota(Instant::now()).weight;
+        assert!((w - 0.8).abs() < 1e-6, "a fifth in 10 s: {w}");
+        tokio::time::advance(std::time::Duration::from_secs(15)).await;
+        let now = Instant::now();
+        assert!((live.deployments["a"].state.quota(now).weight - 0.5).abs() < 1e-6);
+        // A draw of 0.7 (past its weight): behind b, ahead of c.
+        assert_eq!(quota::apply_with(&mut p.candidates, now, || 0.7), None);
+        assert_eq!(
+            ids(&p),
+            [("b", "target"), ("a", "target"), ("c", "fallback")]
+        );
+        let a = &p.candidates[1];
+        assert_eq!(part(a, quota::DEMOTED), Some(1.0));
+        assert_eq!(part(a, "quota_weight"), Some(0.5));
+        assert_eq!(part(a, "quota_used"), Some(0.91));
+        // A draw of 0.2 (within it): in place, its weight shown.
+        let mut fresh = Vec::new();
+        for id in ["a", "b", "c"] {
+            fresh.push(Candidate {
+                dep: live.deployments[id].clone(),
+                role: if id == "c" { "fallback" } else { "target" },
+                score: 0.0,
+                parts: Vec::new(),
+                local: false,
+            });
+        }
+        assert_eq!(quota::apply_with(&mut fresh, now, || 0.2), None);
+        let order: Vec<_> = fresh.iter().map(|c| &*c.dep.name).collect();
+        assert_eq!(order, ["a", "b", "c"]);
+        assert_eq!(part(&fresh[0], "quota_weight"), Some(0.5));
+        assert_eq!(part(&fresh[0], quota::DEMOTED), None);
     }
 }

@@ -26,7 +26,8 @@ fn id_hash(id: &str) -> u64 {
     h.finish()
 }
 
-/// Move the session's deployment to the front, if it is still a candidate.
+/// Move the session's deployment to the front, if it is still a candidate
+/// (and not held back past its quota's `stop`).
 pub fn apply(live: &Live, route: &Route, session: &str, p: &mut Plan, now: Instant) {
     let Some(rec) = live.registry.store().get(&key(route, session), now) else {
         return;
@@ -34,7 +35,7 @@ pub fn apply(live: &Live, route: &Route, session: &str, p: &mut Plan, now: Insta
     if let Some(i) = p
         .candidates
         .iter()
-        .position(|c| id_hash(&c.dep.cfg.id) == rec.0[0])
+        .position(|c| id_hash(&c.dep.cfg.id) == rec.0[0] && !super::quota::held_back(c))
     {
         let c = p.candidates.remove(i);
         p.candidates.insert(0, c);

@@ -1,4 +1,10 @@
-//! Gemini `google.rpc.Status` error bodies → contract §4 codes.
+//! Gemini `google.rpc.Status` error bodies → contract §4 codes. A 429 for
+//! a per-day quota (a `QuotaFailure` violation whose `quotaId` or
+//! `quotaMetric` says so, e.g. `GenerateRequestsPerDayPerProjectPerModel`)
+//! rests until Google's daily reset, midnight US Pacific time; a
+//! per-minute one only for its `RetryInfo`.
+
+use std::time::SystemTime;
 
 use http::{HeaderMap, StatusCode};
 use switchyard_protocol::gemini::{parse_error, GeminiError};
@@ -12,14 +18,57 @@ pub fn classify(
     body: &[u8],
     secrets: &[&str],
 ) -> GatewayError {
-    let reading = match parse_error(body) {
+    classify_at(status, headers, body, secrets, SystemTime::now())
+}
+
+/// [`classify`] with the wall clock a daily reset is counted from.
+pub fn classify_at(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    secrets: &[&str],
+    now: SystemTime,
+) -> GatewayError {
+    let mut reading = match parse_error(body) {
         Some(g) => read(g),
         None => Reading {
             message: raw_message(body),
             ..Reading::default()
         },
     };
+    if status == StatusCode::TOO_MANY_REQUESTS && per_day(body) {
+        reading.rests_for = Some(crate::adapters::resets::until_pacific_midnight(now));
+    }
     errors::classify(status, headers, reading, secrets)
+}
+
+/// Does a `google.rpc.QuotaFailure` in the body name a per-day quota?
+/// (`quotaId: GenerateRequestsPerDayPerProjectPerModel-FreeTier`, or a
+/// `quotaMetric` ending in `…_per_day`.)
+pub fn per_day(body: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    // The Developer API sends the status as it is; Vertex may wrap it in
+    // a one-element array.
+    let status = v.get(0).unwrap_or(&v);
+    let details = status["error"]["details"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let daily = |s: &str| {
+        let lower = s.to_ascii_lowercase();
+        lower.contains("perday") || lower.contains("per_day") || lower.contains("per day")
+    };
+    details
+        .iter()
+        .filter_map(|d| d["violations"].as_array())
+        .flatten()
+        .any(|violation| {
+            ["quotaId", "quotaMetric"]
+                .iter()
+                .filter_map(|k| violation[*k].as_str())
+                .any(daily)
+        })
 }
 
 fn read(g: GeminiError) -> Reading {
@@ -112,6 +161,49 @@ mod tests {
             fixture("gemini/error_503_unavailable").code,
             ErrorCode::Overloaded
         );
+    }
+
+    /// A per-day quota rests until the next midnight US Pacific; the
+    /// recorded per-minute one (`…PerModelPerMinute-FreeTier`) only for its
+    /// `RetryInfo` (26 s).
+    #[test]
+    fn a_per_day_quota_rests_until_the_pacific_midnight_a_per_minute_one_does_not() {
+        use std::time::{Duration, UNIX_EPOCH};
+        // 2026-07-15 20:00 UTC = 13:00 PDT: eleven hours to the reset.
+        let now = UNIX_EPOCH + Duration::from_secs(1_784_145_600);
+        let (status, headers, body) = errors::fixture("gemini/error_429_resource_exhausted");
+        let minute = classify_at(status, &headers, &body, &[], now);
+        assert_eq!(minute.code, ErrorCode::RateLimited);
+        assert_eq!(minute.rests_for, None);
+        assert_eq!(minute.retry_after, Some(Duration::from_secs(26)));
+        let text = String::from_utf8(body).unwrap().replace(
+            "GenerateContentInputTokensPerModelPerMinute-FreeTier",
+            "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+        );
+        let day = classify_at(status, &headers, text.as_bytes(), &[], now);
+        assert_eq!(day.code, ErrorCode::RateLimited);
+        assert!(
+            !day.quota_exhausted,
+            "the key stays: other models have their own quota"
+        );
+        assert_eq!(day.rests_for, Some(Duration::from_secs(11 * 3600)));
+        assert_eq!(
+            day.retry_after, day.rests_for,
+            "the client is told when it resets"
+        );
+        // Named by the metric alone, and inside Vertex's array.
+        let metric = br#"[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_requests_per_day"}]}]}}]"#;
+        assert!(per_day(metric));
+        for other in [
+            &b"not json"[..],
+            b"{}",
+            br#"{"error":{"details":[{"violations":[{"quotaId":7}]}]}}"#,
+        ] {
+            assert!(!per_day(other));
+        }
+        // Not a 429: no rest.
+        let e = classify_at(StatusCode::FORBIDDEN, &headers, text.as_bytes(), &[], now);
+        assert_eq!(e.rests_for, None);
     }
 
     /// A 403 about one request (a model this key's project may not use)

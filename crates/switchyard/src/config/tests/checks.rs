@@ -601,3 +601,125 @@ fn reload_rollout_and_margins_are_checked() {
     let d = super::load("server: {}\n").unwrap().reload;
     assert_eq!((d.canary, d.lasts.as_secs()), (None, 600));
 }
+
+#[test]
+fn quota_settings_are_checked() {
+    let p = |quota: &str| {
+        format!(
+            "providers:\n  p: {{ protocol: openai, quota: {quota} }}\nmodels:\n  - {{ provider: p, model: a }}\n"
+        )
+    };
+    one(
+        &p("{ shift: 0 }"),
+        2,
+        42,
+        "providers.p.quota.shift",
+        "must be in (0, 1), found 0",
+    );
+    one(
+        &p("{ shift: 1 }"),
+        2,
+        42,
+        "providers.p.quota.shift",
+        "(0, 1)",
+    );
+    one(
+        &p("{ stop: 1.5 }"),
+        2,
+        41,
+        "providers.p.quota.stop",
+        "must be in (0, 1], found 1.5",
+    );
+    one(
+        &p("{ shift: 0.9, stop: 0.8 }"),
+        2,
+        42,
+        "providers.p.quota.shift",
+        "`shift` (0.9) must be below `stop` (0.8)",
+    );
+    // Against the other's default.
+    one(
+        &p("{ shift: 0.98 }"),
+        2,
+        42,
+        "providers.p.quota.shift",
+        "must be below `stop` (0.97)",
+    );
+    one(
+        &p("{ stop: 0.5 }"),
+        2,
+        41,
+        "providers.p.quota.stop",
+        "`shift` (0.85) must be below `stop` (0.5)",
+    );
+    one(
+        &p("{ shift: high }"),
+        2,
+        42,
+        "providers.p.quota.shift",
+        "number",
+    );
+    one(
+        &p("{ start: 0.5 }"),
+        2,
+        35,
+        "providers.p.quota.start",
+        "unknown key `start`; allowed keys: shift, stop",
+    );
+    // Absent: the contract's defaults; a stop of 1 is allowed.
+    let cfg = super::load(&p("{ shift: 0.5, stop: 1 }")).unwrap();
+    let q = cfg.providers["p"].quota;
+    assert_eq!((q.shift, q.stop), (0.5, 1.0));
+    let plain = "providers:\n  p: { protocol: openai }\nmodels:\n  - { provider: p, model: a }\n";
+    let q = super::load(plain).unwrap().providers["p"].quota;
+    assert_eq!((q.shift, q.stop), (0.85, 0.97));
+}
+
+#[test]
+fn a_models_limits_bound_that_deployment_and_are_checked_like_a_providers() {
+    let m = |limits: &str| {
+        format!(
+            "providers:\n  p: {{ protocol: openai, limits: {{ rpm: 100 }} }}\nmodels:\n  - {{ provider: p, model: a, limits: {limits} }}\n"
+        )
+    };
+    one(
+        &m("{ rpm: 0 }"),
+        4,
+        45,
+        "models[0].limits.rpm",
+        "must be at least 1",
+    );
+    one(
+        &m("{ queue: 2, queue_timeout: 0s }"),
+        4,
+        65,
+        "models[0].limits.queue_timeout",
+        "greater than zero",
+    );
+    one(
+        &m("{ burst: 3 }"),
+        4,
+        40,
+        "models[0].limits.burst",
+        "allowed keys: rpm, tpm, concurrency, queue, queue_timeout",
+    );
+    let cfg = super::load(&m("{ rpm: 30, tpm: 9000, concurrency: 2, queue: 4 }")).unwrap();
+    let l = cfg.deployments["p/a"].limits;
+    assert_eq!(
+        (l.rpm, l.tpm, l.concurrency, l.queue, l.queue_timeout),
+        (
+            Some(30),
+            Some(9000),
+            Some(2),
+            4,
+            std::time::Duration::from_secs(2)
+        )
+    );
+    assert_eq!(cfg.providers["p"].limits.rpm, Some(100));
+    // Absent: no bound of its own.
+    let cfg = super::load(&m("{}")).unwrap();
+    assert_eq!(
+        cfg.deployments["p/a"].limits,
+        crate::config::Limits::default()
+    );
+}

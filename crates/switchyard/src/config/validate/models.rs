@@ -20,6 +20,7 @@ const KEYS: &[&str] = &[
     "region",
     "api",
     "reasoning_replay",
+    "limits",
 ];
 
 /// Capability names, for `capabilities` and a route's `require`.
@@ -73,6 +74,7 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawModel> {
                 ("never", ReasoningReplay::Never),
             ],
         ),
+        limits: super::providers::decode_limits(d, &m),
     })
 }
 
@@ -242,6 +244,7 @@ pub fn check(
                     .as_ref()
                     .map(|r| r.value)
                     .unwrap_or_default(),
+                limits: super::providers::limits(d, &m.limits),
             },
         );
     }

@@ -9,11 +9,12 @@
 
 use std::collections::BTreeMap;
 
+use super::super::fields::Fields;
 use super::super::fields::{self as f, fields, items, pick};
 use super::super::node::{At, Node, Sp};
 use super::super::raw::{
     entries, section, RawCircuit, RawCredentials, RawKey, RawLimits, RawProbe, RawProvider,
-    RawTimeouts,
+    RawQuota, RawTimeouts,
 };
 use super::super::Diags;
 use super::models::field_at;
@@ -38,7 +39,10 @@ const KEYS: &[&str] = &[
     "credentials",
     "flavor",
     "probe",
+    "quota",
 ];
+/// The keys of a `limits:` mapping (a provider's pool or one deployment's).
+pub const LIMIT_KEYS: &[&str] = &["rpm", "tpm", "concurrency", "queue", "queue_timeout"];
 pub const AZURE_API_VERSION: &str = "2024-10-21";
 
 pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
@@ -91,20 +95,7 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
             stream_idle: t.get(d, "stream_idle", f::duration),
         };
     }
-    if let Some(l) = section(
-        d,
-        &p,
-        "limits",
-        &["rpm", "tpm", "concurrency", "queue", "queue_timeout"],
-    ) {
-        raw.limits = RawLimits {
-            rpm: l.get(d, "rpm", f::uint32),
-            tpm: l.get(d, "tpm", f::uint),
-            concurrency: l.get(d, "concurrency", f::uint32),
-            queue: l.get(d, "queue", f::uint32),
-            queue_timeout: l.get(d, "queue_timeout", f::duration),
-        };
-    }
+    raw.limits = decode_limits(d, &p);
     let circuit_keys = [
         "window",
         "min_requests",
@@ -143,6 +134,14 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
             model: c.get(d, "model", f::string),
         });
     }
+    let quota_at = p.node("quota").map(|(_, at)| at);
+    if let (Some(q), Some(at)) = (section(d, &p, "quota", &["shift", "stop"]), quota_at) {
+        raw.quota = Some(RawQuota {
+            at,
+            shift: q.get(d, "shift", f::float),
+            stop: q.get(d, "stop", f::float),
+        });
+    }
     for (name, hat, hn) in entries(d, &p, "headers") {
         if let Some(v) = f::string(d, hn, &hat) {
             raw.headers.push((
@@ -168,6 +167,20 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawProvider> {
         }
     }
     Some(raw)
+}
+
+/// `limits:` under `parent` (a provider or a model), empty when absent.
+pub fn decode_limits(d: &mut Diags, parent: &Fields<'_>) -> RawLimits {
+    let Some(l) = section(d, parent, "limits", LIMIT_KEYS) else {
+        return RawLimits::default();
+    };
+    RawLimits {
+        rpm: l.get(d, "rpm", f::uint32),
+        tpm: l.get(d, "tpm", f::uint),
+        concurrency: l.get(d, "concurrency", f::uint32),
+        queue: l.get(d, "queue", f::uint32),
+        queue_timeout: l.get(d, "queue_timeout", f::duration),
+    }
 }
 
 /// `credentials: default`, `{ env_prefix: NAME }` (AWS) or `{ file: PATH }`
@@ -302,6 +315,49 @@ fn provider(d: &mut Diags, name: &Sp<String>, p: &RawProvider, env: Env) -> Prov
         location: cloud.location,
         credentials: cloud.credentials,
         probe: p.probe.as_ref().map(|r| probe(d, r, protocol)),
+        quota: p
+            .quota
+            .as_ref()
+            .map_or_else(Quota::default, |q| quota(d, q)),
+    }
+}
+
+/// `quota: { shift, stop }`: fractions of rpm/tpm used, 0 < shift < stop ≤ 1.
+fn quota(d: &mut Diags, r: &RawQuota) -> Quota {
+    let def = Quota::default();
+    let shift = match &r.shift {
+        Some(s) if !(s.value > 0.0 && s.value < 1.0) => {
+            d.err(&s.at, format!("must be in (0, 1), found {}", s.value));
+            None
+        }
+        Some(s) => Some(s.value),
+        None => Some(def.shift),
+    };
+    let stop = match &r.stop {
+        Some(s) if !(s.value > 0.0 && s.value <= 1.0) => {
+            d.err(&s.at, format!("must be in (0, 1], found {}", s.value));
+            None
+        }
+        Some(s) => Some(s.value),
+        None => Some(def.stop),
+    };
+    match (shift, stop) {
+        (Some(shift), Some(stop)) if shift >= stop => {
+            let at = r
+                .shift
+                .as_ref()
+                .or(r.stop.as_ref())
+                .map_or(&r.at, |v| &v.at);
+            d.err(
+                at,
+                format!(
+                    "`shift` ({shift}) must be below `stop` ({stop}): traffic moves away past `shift` and stops at `stop`"
+                ),
+            );
+            def
+        }
+        (Some(shift), Some(stop)) => Quota { shift, stop },
+        _ => def,
     }
 }
 
@@ -564,7 +620,7 @@ fn timeouts(d: &mut Diags, t: &RawTimeouts) -> Timeouts {
     out
 }
 
-fn limits(d: &mut Diags, l: &RawLimits) -> Limits {
+pub fn limits(d: &mut Diags, l: &RawLimits) -> Limits {
     let queue = l.queue.as_ref().map_or(0, |q| q.value);
     let queue_timeout = match &l.queue_timeout {
         Some(t) if t.value.is_zero() && queue > 0 => {

@@ -1,15 +1,18 @@
 //! Qwen on DashScope's compatible mode (MAPPING §18.2): `enable_thinking`
 //! (with `thinking_budget`), refused on non-streaming calls; reasoning not
 //! sent back; its 429 `insufficient_quota` is a per-minute throttle, not a
-//! spent balance.
+//! spent balance. A 429 that names a daily quota ("per day", "daily",
+//! 每日/每天/今日/当日) rests until the time it states (Beijing time unless
+//! it says otherwise), else until midnight in Beijing.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use http::StatusCode;
 use serde_json::json;
 
 use super::{Edits, Flavor, Replay, Request};
 use crate::adapters::errors::Reading;
+use crate::adapters::resets;
 use crate::error::ErrorCode;
 
 pub struct Qwen;
@@ -21,6 +24,30 @@ fn thinks_always(model: &str) -> bool {
 
 /// How long DashScope's quota throttle lasts (a minute's allocation).
 const THROTTLE: Duration = Duration::from_secs(60);
+
+/// A stated reset further away than this is a misreading: the day's
+/// midnight is taken instead.
+const LONGEST_STATED: Duration = Duration::from_secs(48 * 3600);
+
+/// A 429 body that names a daily quota: how long until it resets — the
+/// time the body states when it is ahead (and within two days), else the
+/// next midnight in Beijing. `None` for any other 429 (the per-minute
+/// `Throttling.AllocationQuota` among them).
+pub fn daily_rest(text: &str, now: SystemTime) -> Option<Duration> {
+    let lower = text.to_lowercase();
+    let daily = [
+        "per day", "perday", "per_day", "daily", "每日", "每天", "今日", "当日",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
+    if !daily {
+        return None;
+    }
+    let stated = resets::beijing_time_in(text)
+        .map(|at| resets::until(now, at))
+        .filter(|d| !d.is_zero() && *d <= LONGEST_STATED);
+    Some(stated.unwrap_or_else(|| resets::until_beijing_midnight(now)))
+}
 
 impl Flavor for Qwen {
     fn edits(&self, r: &Request<'_>, e: &mut Edits) {
@@ -54,6 +81,13 @@ impl Flavor for Qwen {
             r.quota = false;
             r.code = Some(ErrorCode::RateLimited);
             r.retry_after = r.retry_after.or(Some(THROTTLE));
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            if let Some(rest) = daily_rest(&text, SystemTime::now()) {
+                r.quota = false;
+                r.code = Some(ErrorCode::RateLimited);
+                r.rests_for = Some(rest);
+            }
         }
         if text.contains("Range of input length should be") {
             r.context_length = true;

@@ -387,9 +387,11 @@ fn each_flavor_reads_its_errors_beyond_the_status() {
             e.message
         );
     }
-    // DashScope's quota is a throttle: wait a minute, keep the key.
+    // DashScope's quota is a throttle: wait a minute, keep the key, no
+    // day's rest.
     let e = classify(Name::Qwen, "qwen/error_429_throttling_allocation_quota");
     assert_eq!(e.retry_after, Some(std::time::Duration::from_secs(60)));
+    assert_eq!(e.rests_for, None);
     // Moonshot gives its wait only in prose.
     let e = classify(Name::Moonshot, "moonshot/error_429_rate_limit_rpm");
     assert_eq!(e.retry_after, Some(std::time::Duration::from_secs(1)));
@@ -441,4 +443,59 @@ fn minimax_errors_on_http_200_and_reasoning_details_are_read() {
         (ir.reasoning.as_deref(), ir.text.as_deref()),
         (Some("hm"), Some("Hello"))
     );
+}
+
+/// A DashScope 429 that names a daily quota rests until the time it
+/// states, else until midnight in Beijing; the per-minute throttle and
+/// other 429s do not.
+#[test]
+fn a_daily_dashscope_quota_rests_until_its_reset() {
+    use std::time::{Duration, UNIX_EPOCH};
+    // 2026-05-01 12:00 UTC = 20:00 in Beijing.
+    let now = UNIX_EPOCH + Duration::from_secs(1_777_636_800);
+    let rest = |text: &str| super::qwen::daily_rest(text, now);
+    let hours = |h: u64| Some(Duration::from_secs(h * 3600));
+    assert_eq!(
+        rest("Requests per day limit exceeded, please try again tomorrow."),
+        hours(4)
+    );
+    assert_eq!(
+        rest("You have exceeded the daily quota of this model"),
+        hours(4)
+    );
+    assert_eq!(rest("今日免费额度已用完"), hours(4));
+    // A stated reset (Beijing time) wins over midnight.
+    assert_eq!(
+        rest("每日调用次数已达上限，将在 2026-05-01 22:30:00 重置"),
+        Some(Duration::from_secs(9000))
+    );
+    // One already past, or days away, is not believed.
+    assert_eq!(rest("daily quota, resets 2026-05-01 10:00:00"), hours(4));
+    assert_eq!(rest("daily quota, resets 2026-06-01 00:00:00"), hours(4));
+    // The per-minute kinds.
+    let (_, _, body) = fixture("qwen/error_429_throttling_allocation_quota");
+    assert_eq!(rest(&String::from_utf8(body).unwrap()), None);
+    for minute in [
+        "Requests rate limit exceeded, please try again later.",
+        "Allocated quota exceeded, please increase your quota limit.",
+        "Request rate increased too quickly.",
+    ] {
+        assert_eq!(rest(minute), None, "{minute}");
+    }
+    // Through the flavor: a day's rest on the 429.
+    let body = br#"{"error":{"code":"Throttling.AllocationQuota","message":"Free quota per day exceeded.","type":"insufficient_quota"}}"#;
+    let mut r = crate::adapters::openai::errors::read(body);
+    for_name(Name::Qwen).read_error(http::StatusCode::TOO_MANY_REQUESTS, body, &mut r);
+    assert!(r
+        .rests_for
+        .is_some_and(|d| d > Duration::ZERO && d <= Duration::from_secs(86_400)));
+    assert!(!r.quota);
+    let e = crate::adapters::errors::classify(
+        http::StatusCode::TOO_MANY_REQUESTS,
+        &http::HeaderMap::new(),
+        r,
+        &[],
+    );
+    assert_eq!((e.code, e.quota_exhausted), (ErrorCode::RateLimited, false));
+    assert_eq!(e.retry_after, e.rests_for);
 }
