@@ -159,9 +159,8 @@ async fn from_text(
 fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Vec<String>> {
     let version = live.config.version.clone();
     let run = Run::new(live, &app.live.load(), ask.share, ask.lasts);
-    let run = match app.canary.start(run) {
-        Ok(run) => run,
-        Err(_) => return Err(rejected(app, vec![CANARY_RUNNING.into()])),
+    let Some(run) = app.canary.start(run) else {
+        return Err(rejected(app, vec![CANARY_RUNNING.into()]));
     };
     tracing::info!(
         config_version = %version,

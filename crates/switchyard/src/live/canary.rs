@@ -75,16 +75,13 @@ impl Canary {
         stable.load_full()
     }
 
-    /// Begins `run` unless one is in progress (then it is handed back).
-    pub fn start(&self, run: Run) -> Result<Arc<Run>, Run> {
+    /// Begins `run` unless one is in progress (`None` then).
+    pub fn start(&self, run: Run) -> Option<Arc<Run>> {
         let run = Arc::new(run);
         let prev = self
             .run
             .compare_and_swap(&None::<Arc<Run>>, Some(run.clone()));
-        match &*prev {
-            None => Ok(run),
-            Some(_) => Err(Arc::try_unwrap(run).unwrap_or_else(|_| unreachable!("not shared"))),
-        }
+        prev.is_none().then_some(run)
     }
 
     /// The run in progress, if any.

@@ -38,6 +38,10 @@ pub struct Batch {
 /// The writer's own queue item: a write, a sweep, or a flush (answered
 /// once everything queued before it is written).
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one row per request goes through the channel: boxing it would add an allocation to every request; a sweep or a flush is rare"
+)]
 pub enum Job {
     Write(Write),
     Sweep(Sweep),
