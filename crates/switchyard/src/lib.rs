@@ -25,7 +25,7 @@
 //! one above and never another of its own line (`tests/layers.rs` reads the
 //! sources and holds every `crate::` path to this table):
 //! ```text
-//! layer 0   contract error names secret tokenize write_stall prop
+//! layer 0   classify contract error names secret tokenize write_stall prop
 //! layer 1   config
 //! layer 2   observe
 //! layer 3   upstream
@@ -45,6 +45,7 @@
 //! layer 17  cli
 //! ```
 
+pub mod classify;
 pub mod contract;
 pub mod error;
 pub mod names;
