@@ -581,6 +581,87 @@ routes:
     assert_eq!(h.decision(2).await["task"], "code");
 }
 
+/// `classify: true`: a request with no task header and no rule match is
+/// labelled by the scene classifier (its latest user message), and the
+/// label drives the route's task preferences; a header or a rule still
+/// decides first. The label and where it came from are in the decision
+/// log and the metrics.
+#[tokio::test]
+async fn the_scene_classifier_labels_what_header_and_rules_leave_open() {
+    let yaml = r#"
+task_rules:
+  - { task: chat, keywords: [zzzq] }
+providers:
+  mock: { protocol: openai, base_url: "{mock}/v1" }
+models:
+  - { id: mock/general, provider: mock, model: general }
+  - { id: mock/coder, provider: mock, model: coder }
+  - { id: mock/poet, provider: mock, model: poet }
+routes:
+  chat: { targets: [mock/general, mock/coder, mock/poet], classify: true, tasks: { code: [mock/coder], creative: [mock/poet] } }
+  plain: { targets: [mock/general, mock/coder] }
+"#;
+    let h = common::start(yaml).await;
+    let ask = |model: &str, text: &str| json!({"model": model, "messages": common::user(text)});
+    let code =
+        "my Rust build fails with error[E0382]: borrow of moved value in main.rs, how do I fix it?";
+    let poem = "写一首关于秋天和故乡的短诗";
+    let cases = [
+        (
+            ask("chat", code),
+            "mock/coder",
+            Some(("code", "classifier")),
+        ),
+        (
+            ask("chat", poem),
+            "mock/poet",
+            Some(("creative", "classifier")),
+        ),
+        // A rule decides before the classifier.
+        (
+            ask("chat", "zzzq write me a rust function"),
+            "mock/general",
+            Some(("chat", "rule")),
+        ),
+        // A route without `classify` gets no label.
+        (ask("plain", code), "mock/general", None),
+    ];
+    for (i, (body, served, task)) in cases.iter().enumerate() {
+        let resp = h.post(body.clone()).await;
+        assert_eq!(
+            resp.headers()["x-switchyard-deployment"],
+            *served,
+            "case {i}"
+        );
+        let line = h.decision(i).await;
+        match task {
+            Some((label, source)) => {
+                assert_eq!(line["task"], *label, "case {i}: {line}");
+                assert_eq!(line["task_source"], *source, "case {i}: {line}");
+            }
+            None => assert!(line.get("task").is_none(), "case {i}: {line}"),
+        }
+    }
+    // The header wins over everything.
+    let resp = reqwest::Client::new()
+        .post(h.url("/v1/chat/completions"))
+        .header("x-switchyard-task", "creative")
+        .json(&ask("chat", code))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-switchyard-deployment"], "mock/poet");
+    assert_eq!(h.decision(4).await["task_source"], "header");
+    let m = h.metrics().await;
+    for line in [
+        r#"switchyard_task_requests_total{route="chat",task="code",source="classifier"} 1"#,
+        r#"switchyard_task_requests_total{route="chat",task="creative",source="classifier"} 1"#,
+        r#"switchyard_task_requests_total{route="chat",task="creative",source="header"} 1"#,
+    ] {
+        assert!(m.contains(line), "{line} not in:\n{m}");
+    }
+}
+
 #[tokio::test]
 async fn a_clients_own_rpm_is_enforced_with_retry_after() {
     let yaml = r#"

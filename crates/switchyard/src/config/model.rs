@@ -505,6 +505,9 @@ pub struct Route {
     pub retry: Retry,
     pub deadline: Option<Duration>,
     pub sticky: bool,
+    /// `classify: true`: a request with no task from its header or a task
+    /// rule gets the scene classifier's label (contract §11).
+    pub classify: bool,
     pub on_context_overflow: ContextOverflow,
     pub on_stream_interrupt: StreamInterrupt,
     /// Scene routing: task name → preferred deployment ids (a score bonus, not a rule).

@@ -180,6 +180,7 @@ pub struct RawRoute {
     pub retry: RawRetry,
     pub deadline: Opt<Duration>,
     pub sticky: Opt<bool>,
+    pub classify: Opt<bool>,
     pub on_context_overflow: Opt<ContextOverflow>,
     pub on_stream_interrupt: Opt<StreamInterrupt>,
     pub tasks: Vec<(Sp<String>, Vec<Sp<String>>)>,

@@ -74,8 +74,11 @@ pub struct Facts {
     /// continuation, which is always translated): an Anthropic request to
     /// an Anthropic deployment goes as it came.
     pub door: Option<Door>,
-    /// `x-switchyard-task`, else the first `task_rules` match.
+    /// `x-switchyard-task`, else the first `task_rules` match (else, on a
+    /// route with `classify: true`, the scene classifier's label).
     pub task: Option<String>,
+    /// Where `task` came from: `header`, `rule` or `classifier`.
+    pub task_source: Option<&'static str>,
     /// `x-switchyard-session`.
     pub session: Option<String>,
 }
@@ -100,8 +103,10 @@ impl Facts {
                 .filter(|v| !v.is_empty())
         };
         f.task = header(&names::TASK).map(str::to_owned);
+        f.task_source = f.task.as_ref().map(|_| "header");
         if f.task.is_none() && !rules.is_empty() {
             f.task = match_rules(rules, &inbound.last_user_text().to_lowercase());
+            f.task_source = f.task.as_ref().map(|_| "rule");
         }
         f.session = header(&names::SESSION).map(|s| s.chars().take(200).collect());
         f

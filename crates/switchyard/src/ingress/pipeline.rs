@@ -178,7 +178,15 @@ pub async fn run(
             )));
         }
     }
-    let facts = Facts::read(inbound, headers, &live.config.task_rules);
+    let mut facts = Facts::read(inbound, headers, &live.config.task_rules);
+    if facts.task.is_none() {
+        if let Target::Route(r) = &target {
+            if r.classify {
+                facts.task = Some(classified(inbound));
+                facts.task_source = Some("classifier");
+            }
+        }
+    }
     ctx.prompt_estimate = facts.prompt_tokens;
     ctx.input = facts.input;
     if let (Target::Route(r), Some(session)) = (&target, &facts.session) {
@@ -246,6 +254,15 @@ pub async fn run(
         resume,
         cache,
     }))
+}
+
+/// The scene classifier's label for the request's latest user message (a
+/// conversation's earlier turns and pasted tool output would drown out
+/// what is asked now).
+fn classified(inbound: &Inbound<'_>) -> String {
+    crate::classify::classify(&inbound.last_user_text())
+        .as_str()
+        .to_owned()
 }
 
 /// A request's plan, made under the client's own limits.
@@ -317,6 +334,7 @@ fn plan_target<'l>(
     ctx.decision_reason = Some(plan.reason);
     ctx.skipped = plan.skipped.clone();
     ctx.task = facts.task.clone();
+    ctx.task_source = facts.task_source;
     ctx.candidates = plan
         .candidates
         .iter()

@@ -25,6 +25,10 @@ impl Record {
             w.raw(b",\"task\":");
             w.string(task);
         }
+        if let Some(source) = self.task_source {
+            w.raw(b",\"task_source\":");
+            w.string(source);
+        }
         w.raw(b",\"model\":");
         w.opt_string(self.model.as_deref());
         w.raw(b",\"config_version\":");
@@ -258,6 +262,7 @@ mod tests {
         c.client = Some("team-a".into());
         c.route = Some(Arc::from("chat"));
         c.task = Some("code".into());
+        c.task_source = Some("classifier");
         c.model = Some("chat ünïcode \t tab".into());
         c.input_hash = Some("ab".repeat(32));
         c.candidates = vec![

@@ -35,6 +35,15 @@ pub struct RequestLabels {
     pub stream: &'static str,
 }
 
+/// A request's task (scene) and where it came from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskLabels {
+    pub route: Name,
+    pub task: String,
+    /// `header`, `rule` or `classifier`.
+    pub source: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     pub route: Name,
@@ -105,6 +114,8 @@ pub struct OpLabels {
 
 pub struct Metrics {
     pub requests: Family<RequestLabels, Counter>,
+    /// Requests by task (scene), when they had one.
+    pub tasks: Family<TaskLabels, Counter>,
     pub duration: Family<RouteLabels, Histogram>,
     pub ttft: Family<DeploymentLabels, Histogram>,
     pub attempts: Family<AttemptLabels, Counter>,
@@ -190,6 +201,7 @@ impl Metrics {
         let ttft = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let m = Metrics {
             requests,
+            tasks: Family::default(),
             duration,
             ttft,
             attempts: Family::default(),
@@ -227,6 +239,13 @@ impl Metrics {
             "switchyard_requests",
             "Client requests answered",
             m.requests.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_task_requests",
+            "Client requests by task (scene) and where it came from: header, rule or classifier",
+            m.tasks.clone(),
         );
         declare(
             &mut registry,

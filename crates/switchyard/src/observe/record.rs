@@ -206,6 +206,9 @@ pub struct Record {
     /// The request's task (header or task rule), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// Where the task came from: `header`, `rule` or `classifier`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_source: Option<&'static str>,
     pub model: Option<String>,
     pub config_version: Arc<str>,
     pub input_hash: Option<String>,
@@ -301,6 +304,7 @@ impl Record {
             budget_remaining: None,
             route: None,
             task: None,
+            task_source: None,
             model: None,
             config_version,
             input_hash: None,

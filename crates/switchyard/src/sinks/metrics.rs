@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use super::Sink;
 use crate::observe::metrics::{
     AttemptLabels, ClientLabels, DeploymentLabels, Metrics, Name, ProbeLabels, ReasonLabels,
-    RequestLabels, ResultLabels, RouteLabels, ScopeLabels, TokenLabels,
+    RequestLabels, ResultLabels, RouteLabels, ScopeLabels, TaskLabels, TokenLabels,
 };
 use crate::observe::record::Record;
 
@@ -53,6 +53,15 @@ fn record(r: &Record, m: &Arc<Metrics>) {
         return;
     }
     m.inflight.dec();
+    if let (Some(task), Some(source)) = (&r.task, r.task_source) {
+        let route = Name(r.route.clone().unwrap_or_else(|| Arc::from("")));
+        let labels = TaskLabels {
+            route,
+            task: task.clone(),
+            source,
+        };
+        m.tasks.get_or_create(&labels).inc();
+    }
     if let result @ ("hit" | "miss") = r.cache {
         m.cache.get_or_create(&ResultLabels { result }).inc();
     }

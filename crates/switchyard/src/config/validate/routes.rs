@@ -33,6 +33,7 @@ const KEYS: &[&str] = &[
     "on_context_overflow",
     "on_stream_interrupt",
     "tasks",
+    "classify",
 ];
 
 fn target(d: &mut Diags, n: &Node, at: &At) -> Option<Sp<RawTarget>> {
@@ -125,6 +126,7 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawRoute> {
         retry,
         deadline: r.get(d, "deadline", f::duration),
         sticky: r.get(d, "sticky", f::boolean),
+        classify: r.get(d, "classify", f::boolean),
         on_context_overflow: r.choice(
             d,
             "on_context_overflow",
@@ -258,6 +260,7 @@ pub fn check(
                 .as_ref()
                 .map(|v| positive(d, &Some(v.clone()), v.value)),
             sticky: r.sticky.as_ref().is_some_and(|s| s.value),
+            classify: r.classify.as_ref().is_some_and(|s| s.value),
             on_context_overflow: r
                 .on_context_overflow
                 .as_ref()
