@@ -205,6 +205,44 @@ async fn a_healthy_canary_serves_its_share_then_is_promoted() {
     gw.shutdown().await;
 }
 
+/// A version of the file written while a canary runs is refused then, and
+/// goes out once the canary is over: nothing written is left behind.
+#[tokio::test]
+async fn a_version_written_during_a_canary_goes_out_after_it() {
+    let mock = MockServer::start("127.0.0.1:0").await.unwrap();
+    let (real, link, _dir) = behind_a_link();
+    std::fs::write(&real, yaml(&mock.base_url(), "mock/a", "")).unwrap();
+    let gw = gateway(&link).await;
+    std::fs::write(
+        &real,
+        yaml(
+            &mock.base_url(),
+            "mock/a",
+            "  second: { targets: [mock/a] }\n",
+        ),
+    )
+    .unwrap();
+    let (status, body) = reload(&gw, "?canary=50&for=1s").await;
+    assert_eq!(status, 200, "{body}");
+    let third = yaml(
+        &mock.base_url(),
+        "mock/a",
+        "  third: { targets: [mock/a] }\n",
+    );
+    std::fs::write(&real, &third).unwrap();
+    let (status, _) = reload(&gw, "").await;
+    assert_eq!(status, 409, "refused while the canary runs");
+    let v3 = config::text_version(&third);
+    common::eventually(
+        || async { state(&gw).await["config_version"] == *v3.as_str() },
+        "the third version in force once the canary is over",
+    )
+    .await;
+    assert!(state(&gw).await.get("canary").is_none());
+    assert_eq!(ask(&gw, "third").await, 200);
+    gw.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_canary_that_does_not_load_or_asks_wrongly_never_starts() {
     let mock = MockServer::start("127.0.0.1:0").await.unwrap();

@@ -185,6 +185,11 @@ fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Ve
                 Verdict::RollBack(why) => roll_back(&app, &run, &why),
                 _ => promote(&app, &run),
             }
+            // A version of the file written while the canary ran was
+            // refused then: it goes out now (the canary's own version, or
+            // one already tried, is not reloaded again).
+            drop(run);
+            on_change(&app).await;
             return;
         }
     });
