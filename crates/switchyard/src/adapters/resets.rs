@@ -90,7 +90,7 @@ fn stamp_at(b: &[u8], i: usize) -> Option<SystemTime> {
         }
         _ => BEIJING,
     };
-    let local = days_from_civil(y, mo, d) * DAY + h * HOUR + mi * 60 + sec;
+    let local = days_from_civil(y, mo, d)? * DAY + h * HOUR + mi * 60 + sec;
     Some(at(local - offset))
 }
 
@@ -110,7 +110,7 @@ fn pacific_offset(t: i64) -> i64 {
 
 /// The day number (since 1970-01-01) of the `n`-th Sunday of a month.
 fn nth_sunday(year: i64, month: i64, n: i64) -> i64 {
-    let first = days_from_civil(year, month, 1);
+    let first = days_from_civil(year, month, 1).unwrap_or(0);
     // 1970-01-01 was a Thursday: (days + 4) mod 7 is 0 on Sundays.
     let to_sunday = (7 - (first + 4).rem_euclid(7)) % 7;
     first + to_sunday + 7 * (n - 1)
@@ -130,27 +130,29 @@ fn at(secs: i64) -> SystemTime {
     }
 }
 
-/// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// 1970-01-01 as a Julian day number.
+const EPOCH_JULIAN: i64 = 2_440_588;
+
+/// Days since 1970-01-01 of a calendar date (the `time` crate's calendar);
+/// `None` for a date that does not exist (February 30th).
+fn days_from_civil(y: i64, m: i64, d: i64) -> Option<i64> {
+    let month = time::Month::try_from(u8::try_from(m).ok()?).ok()?;
+    let date = time::Date::from_calendar_date(i32::try_from(y).ok()?, month, u8::try_from(d).ok()?);
+    Some(i64::from(date.ok()?.to_julian_day()) - EPOCH_JULIAN)
 }
 
-/// (year, month, day) of a day number (Hinnant's `civil_from_days`).
+/// (year, month, day) of a day number (1970-01-01 for one out of the
+/// calendar's range).
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    let date = i32::try_from(z + EPOCH_JULIAN)
+        .ok()
+        .and_then(|j| time::Date::from_julian_day(j).ok())
+        .unwrap_or(time::macros::date!(1970 - 01 - 01));
+    (
+        i64::from(date.year()),
+        i64::from(u8::from(date.month())),
+        i64::from(date.day()),
+    )
 }
 
 #[cfg(test)]
@@ -159,7 +161,7 @@ mod tests {
 
     /// A UTC time written out, as a `SystemTime`.
     fn utc(y: i64, mo: i64, d: i64, h: i64, mi: i64) -> SystemTime {
-        at(days_from_civil(y, mo, d) * DAY + h * HOUR + mi * 60)
+        at(days_from_civil(y, mo, d).unwrap() * DAY + h * HOUR + mi * 60)
     }
 
     fn hours(d: Duration) -> f64 {
@@ -188,7 +190,7 @@ mod tests {
     /// that day has 23 hours in Pacific time.
     #[test]
     fn pacific_midnight_when_clocks_go_forward() {
-        assert_eq!(nth_sunday(2026, 3, 2), days_from_civil(2026, 3, 8));
+        assert_eq!(nth_sunday(2026, 3, 2), days_from_civil(2026, 3, 8).unwrap());
         // 01:00 PST on the 8th (09:00 UTC): the next midnight is PDT.
         let now = utc(2026, 3, 8, 9, 0);
         assert_eq!(next_pacific_midnight(now), utc(2026, 3, 9, 7, 0));
@@ -205,7 +207,10 @@ mod tests {
     /// that day has 25 hours in Pacific time.
     #[test]
     fn pacific_midnight_when_clocks_go_back() {
-        assert_eq!(nth_sunday(2026, 11, 1), days_from_civil(2026, 11, 1));
+        assert_eq!(
+            nth_sunday(2026, 11, 1),
+            days_from_civil(2026, 11, 1).unwrap()
+        );
         // 01:30 PDT on the 1st (08:30 UTC): the next midnight is PST.
         let now = utc(2026, 11, 1, 8, 30);
         assert_eq!(next_pacific_midnight(now), utc(2026, 11, 2, 8, 0));
@@ -219,8 +224,11 @@ mod tests {
         assert_eq!(pacific_offset(unix(utc(2026, 11, 1, 8, 59))), -7 * HOUR);
         assert_eq!(pacific_offset(unix(utc(2026, 11, 1, 9, 0))), -8 * HOUR);
         // Another year's rule lands on its own Sundays (2025: 2 Nov, 9 Mar).
-        assert_eq!(nth_sunday(2025, 11, 1), days_from_civil(2025, 11, 2));
-        assert_eq!(nth_sunday(2025, 3, 2), days_from_civil(2025, 3, 9));
+        assert_eq!(
+            nth_sunday(2025, 11, 1),
+            days_from_civil(2025, 11, 2).unwrap()
+        );
+        assert_eq!(nth_sunday(2025, 3, 2), days_from_civil(2025, 3, 9).unwrap());
     }
 
     #[test]
@@ -245,6 +253,7 @@ mod tests {
         for none in [
             "no time here",
             "2026-13-01 00:00:00",
+            "2026-02-30 00:00:00",
             "12026-08-25 07:41:44x",
             "2026-08-25 7:41:44",
             "",
@@ -258,7 +267,7 @@ mod tests {
     fn the_calendar_round_trips() {
         for days in [-1, 0, 59, 365, 11_016, 20_454, 2_932_896] {
             let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+            assert_eq!(days_from_civil(y, m, d), Some(days), "{y}-{m}-{d}");
         }
         // Before 1970 a time is the epoch (never a panic).
         assert_eq!(at(-5), UNIX_EPOCH);
