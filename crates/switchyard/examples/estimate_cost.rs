@@ -17,7 +17,10 @@
 //!   anyway, for scale.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+
+#[path = "support/best_of.rs"]
+mod best_of;
+use best_of::time;
 
 use serde_json::Value;
 use switchyard::doors::{Door, Facts};
@@ -39,32 +42,6 @@ const REQUESTS: &[(&str, Door)] = &[
         Door::Responses,
     ),
 ];
-
-/// Nanoseconds per call of `f`: the best of `rounds` means over enough calls
-/// to last ~20 ms each (the best, so that a busy machine's interruptions
-/// drop out).
-fn time(rounds: usize, mut f: impl FnMut()) -> f64 {
-    let mut calls = 1u32;
-    loop {
-        let t = Instant::now();
-        for _ in 0..calls {
-            f();
-        }
-        if t.elapsed() >= Duration::from_millis(20) || calls >= 1 << 24 {
-            break;
-        }
-        calls *= 2;
-    }
-    (0..rounds)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..calls {
-                f();
-            }
-            t.elapsed().as_nanos() as f64 / f64::from(calls)
-        })
-        .fold(f64::INFINITY, f64::min)
-}
 
 /// The request's text as the old estimate read it: every text part of the
 /// messages (system ones included, not the tool definitions).
