@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use rand::Rng;
@@ -44,7 +44,6 @@ pub struct Run {
     pub old_version: Arc<str>,
     /// Share of requests the new config serves, in (0, 1).
     pub share: f64,
-    pub started: SystemTime,
     pub started_at: Instant,
     /// Promoted at this instant unless rolled back first.
     pub until: Instant,
@@ -123,7 +122,6 @@ impl Run {
             live,
             old_version: old.version.clone(),
             share,
-            started: SystemTime::now(),
             started_at: Instant::now(),
             until: Instant::now() + lasts,
             rollback_on: old.config.reload.rollback_on,
