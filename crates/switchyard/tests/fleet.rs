@@ -1461,21 +1461,26 @@ async fn a_busy_budget_is_held_in_leased_slices_and_every_cent_reaches_the_fleet
         .expect("the fleet's counter")
         .clone();
     // Micro-dollars: each answer's cost is rounded once.
-    common::eventually(
-        || {
-            let (mut c, counter) = (c.clone(), counter.clone());
-            async move {
-                let used: i64 = redis::cmd("GET")
-                    .arg(&counter)
-                    .query_async(&mut c)
-                    .await
-                    .unwrap();
-                (used as f64 / 1e6 - spent).abs() <= 900.0 * 1e-6
-            }
-        },
-        "the counter holds what the answers cost",
-    )
+    let last = std::sync::Mutex::new(0i64);
+    let held = common::poll_within(common::PATIENCE, || {
+        let (mut c, counter, last) = (c.clone(), counter.clone(), &last);
+        async move {
+            let used: i64 = redis::cmd("GET")
+                .arg(&counter)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            *last.lock().unwrap() = used;
+            ((used as f64 / 1e6 - spent).abs() <= 900.0 * 1e-6).then_some(())
+        }
+    })
     .await;
+    let used = *last.lock().unwrap();
+    assert!(
+        held.is_some(),
+        "within 10 s the counter holds what the answers cost: ${} against ${spent}",
+        used as f64 / 1e6
+    );
 }
 
 /// Background probes in a fleet (contract §10): one instance probes a
