@@ -28,10 +28,13 @@ pub enum ErrorCode {
     /// The client did not send its whole request within
     /// `server.body_timeout` (contract §8): 408, and the connection closes.
     RequestTimeout,
+    /// The answer did not satisfy the JSON Schema the request gave, and the
+    /// route's contract could not get one that does (contract §11).
+    ResponseContractViolation,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::RateLimited,
         ErrorCode::Overloaded,
         ErrorCode::UpstreamError,
@@ -49,6 +52,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::UnknownEndpoint,
         ErrorCode::RequestTimeout,
+        ErrorCode::ResponseContractViolation,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -70,6 +74,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::UnknownEndpoint => "unknown_endpoint",
             ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::ResponseContractViolation => "response_contract_violation",
         }
     }
 
@@ -81,7 +86,9 @@ impl ErrorCode {
             ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            ErrorCode::UpstreamError | ErrorCode::ConnectionError => StatusCode::BAD_GATEWAY,
+            ErrorCode::UpstreamError
+            | ErrorCode::ConnectionError
+            | ErrorCode::ResponseContractViolation => StatusCode::BAD_GATEWAY,
             ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorCode::ContextTooLong | ErrorCode::InvalidRequest | ErrorCode::ContentFiltered => {
                 StatusCode::BAD_REQUEST
@@ -135,7 +142,9 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "invalid_request_error",
             ErrorCode::Timeout | ErrorCode::RequestTimeout => "timeout_error",
             ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => "service_unavailable_error",
-            ErrorCode::UpstreamError | ErrorCode::ConnectionError => "api_error",
+            ErrorCode::UpstreamError
+            | ErrorCode::ConnectionError
+            | ErrorCode::ResponseContractViolation => "api_error",
         }
     }
 }
@@ -244,7 +253,9 @@ mod tests {
     /// Walks the whole contract §4 table.
     #[test]
     fn contract_table() {
-        let expect: [(&str, u16, bool, bool); 17] = [
+        // A contract violation falls back by the route's `contract`, not
+        // by this table.
+        let expect: [(&str, u16, bool, bool); 18] = [
             ("rate_limited", 429, true, true),
             ("overloaded", 503, true, true),
             ("upstream_error", 502, true, true),
@@ -262,6 +273,7 @@ mod tests {
             ("payload_too_large", 413, false, false),
             ("unknown_endpoint", 404, false, false),
             ("request_timeout", 408, false, false),
+            ("response_contract_violation", 502, false, false),
         ];
         for (code, (name, status, retry, fall)) in ErrorCode::ALL.into_iter().zip(expect) {
             assert_eq!(code.as_str(), name);

@@ -510,8 +510,45 @@ pub struct Route {
     pub classify: bool,
     pub on_context_overflow: ContextOverflow,
     pub on_stream_interrupt: StreamInterrupt,
+    /// `contract:` — structured answers are checked against the schema the
+    /// request gave (contract §11); `None`: they are not checked.
+    pub contract: Option<Contract>,
     /// Scene routing: task name → preferred deployment ids (a score bonus, not a rule).
     pub tasks: BTreeMap<String, Vec<String>>,
+}
+
+/// A route's response contract (contract §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Contract {
+    pub on_violation: OnViolation,
+    /// Repairs asked of one deployment before the next is tried (`repair` only).
+    pub repair_attempts: u32,
+    pub stream: ContractStream,
+}
+
+/// What an answer that does not satisfy its schema gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnViolation {
+    /// The same deployment is asked again with the validator's message,
+    /// then the next candidate, then the error.
+    Repair,
+    /// The next candidate, then the error.
+    Fallback,
+    /// 502 `response_contract_violation` at once.
+    Error,
+    /// Counted and logged; the answer goes out as it is.
+    Pass,
+}
+
+/// How a streaming request under a contract is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContractStream {
+    /// The whole answer is fetched and checked before the client's stream
+    /// begins (so it can still be repaired or fall back).
+    Hold,
+    /// The stream goes out as it comes and is checked at its end; a
+    /// violation ends it with an error event.
+    End,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -183,7 +183,16 @@ pub struct RawRoute {
     pub classify: Opt<bool>,
     pub on_context_overflow: Opt<ContextOverflow>,
     pub on_stream_interrupt: Opt<StreamInterrupt>,
+    pub contract: Option<RawContract>,
     pub tasks: Vec<(Sp<String>, Vec<Sp<String>>)>,
+}
+
+/// `routes.<r>.contract: { on_violation, repair_attempts, stream }`.
+#[derive(Debug, Default)]
+pub struct RawContract {
+    pub on_violation: Opt<OnViolation>,
+    pub repair_attempts: Opt<u32>,
+    pub stream: Opt<ContractStream>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -140,7 +140,10 @@ fn error_type(code: ErrorCode) -> &'static str {
             "rate_limit_error"
         }
         ErrorCode::Overloaded | ErrorCode::NoHealthyDeployment => "overloaded_error",
-        ErrorCode::UpstreamError | ErrorCode::ConnectionError | ErrorCode::Timeout => "api_error",
+        ErrorCode::UpstreamError
+        | ErrorCode::ConnectionError
+        | ErrorCode::Timeout
+        | ErrorCode::ResponseContractViolation => "api_error",
     }
 }
 

@@ -182,6 +182,19 @@ pub enum Inbound<'a> {
     /// sent as a trailing assistant message), always through the IR, encoded
     /// for the client inside the stream it continues.
     Resume(Box<Resumed>),
+    /// The client's request asked again in another shape, always through
+    /// the IR and never as a stream, its answer encoded as the client's
+    /// own would be: a response contract's repair, or a stream held until
+    /// its answer is checked (`reliability::contract`).
+    Reshaped(Box<Reshaped<'a>>),
+}
+
+/// A request reshaped from the client's ([`Inbound::Reshaped`]).
+pub struct Reshaped<'a> {
+    /// What goes upstream (`stream: false`).
+    pub ir: ChatRequest,
+    /// The client's request, whose door the answer is written for.
+    pub of: &'a Inbound<'a>,
 }
 
 impl Inbound<'_> {
@@ -191,6 +204,7 @@ impl Inbound<'_> {
             Inbound::Anthropic { .. } => Door::AnthropicMessages,
             Inbound::Responses(_) => Door::Responses,
             Inbound::Resume(r) => r.continues.door(),
+            Inbound::Reshaped(r) => r.of.door(),
         }
     }
 
@@ -204,6 +218,7 @@ impl Inbound<'_> {
             Inbound::OpenAi { view, ir } => ir.get_or_init(|| view.to_ir()),
             Inbound::Anthropic { ir, .. } => ir,
             Inbound::Resume(r) => &r.ir,
+            Inbound::Reshaped(r) => &r.ir,
         }
     }
 
@@ -213,6 +228,7 @@ impl Inbound<'_> {
             Inbound::Anthropic { ir, .. } => &ir.model,
             Inbound::Responses(r) => &r.peek.model,
             Inbound::Resume(r) => &r.ir.model,
+            Inbound::Reshaped(r) => &r.ir.model,
         }
     }
 
@@ -222,6 +238,7 @@ impl Inbound<'_> {
             Inbound::Anthropic { ir, .. } => ir.stream,
             Inbound::Responses(r) => r.peek.stream,
             Inbound::Resume(_) => true,
+            Inbound::Reshaped(r) => r.ir.stream,
         }
     }
 
@@ -229,6 +246,7 @@ impl Inbound<'_> {
     pub fn n(&self) -> u32 {
         match self {
             Inbound::OpenAi { view, .. } => view.typed.n.unwrap_or(1),
+            Inbound::Reshaped(r) => r.of.n(),
             _ => 1,
         }
     }
@@ -239,6 +257,7 @@ impl Inbound<'_> {
             Inbound::OpenAi { view, .. } => view.typed.include_usage,
             Inbound::Anthropic { .. } | Inbound::Responses(_) => true,
             Inbound::Resume(r) => r.continues.include_usage(),
+            Inbound::Reshaped(r) => r.of.include_usage(),
         }
     }
 
@@ -250,6 +269,7 @@ impl Inbound<'_> {
             Inbound::Anthropic { fields, ir } => anthropic_messages::facts(fields, ir),
             Inbound::Responses(r) => r.facts(),
             Inbound::Resume(r) => Facts::from_ir(&r.ir, facts::Raw::default()),
+            Inbound::Reshaped(r) => r.of.facts(),
         }
     }
 
@@ -260,6 +280,7 @@ impl Inbound<'_> {
             Inbound::Anthropic { ir, .. } => facts::last_user(ir),
             Inbound::Responses(_) => facts::last_user(self.ir()),
             Inbound::Resume(r) => facts::last_user(&r.ir),
+            Inbound::Reshaped(r) => facts::last_user(&r.ir),
         }
     }
 
@@ -267,6 +288,7 @@ impl Inbound<'_> {
     pub fn answer(&self, r: &ChatResponse) -> Bytes {
         match self {
             Inbound::Responses(x) => x.answer(r),
+            Inbound::Reshaped(x) => x.of.answer(r),
             _ => self.door().answer(r),
         }
     }
@@ -276,6 +298,7 @@ impl Inbound<'_> {
         match self {
             Inbound::Responses(x) => Encoder::Responses(Box::new(x.encoder())),
             Inbound::Resume(r) => r.continues.encoder(r.prefix.clone()),
+            Inbound::Reshaped(r) => r.of.encoder(),
             _ => self.door().encoder(self.include_usage()),
         }
     }

@@ -151,6 +151,11 @@ pub struct Ready {
     pub resume: Option<Resume>,
     /// Where the answer is kept when it ends well (the response cache).
     pub cache: Option<CacheUse>,
+    /// A stream request answered whole (a response contract held it until
+    /// it was checked): the answer as the client's stream.
+    pub held: Option<Bytes>,
+    /// A stream whose text the route's contract checks at its end.
+    pub contract_end: Option<crate::reliability::contract::AtEnd>,
 }
 
 pub async fn run(
@@ -196,6 +201,9 @@ pub async fn run(
     }
     let planned = plan_target(live, who, target, &facts, facts.estimated_total(), ctx)?;
     let (plan, route) = (&planned.plan, planned.route);
+    let contract_end = crate::reliability::contract::bound(plan, inbound)
+        .filter(|_| inbound.stream())
+        .and_then(|b| b.at_end());
     let started = Instant::now();
     let call = CallInfo {
         traceparent: headers.get(&crate::names::TRACEPARENT).cloned(),
@@ -247,13 +255,35 @@ pub async fn run(
         include_usage: inbound.include_usage(),
         estimate: facts.estimated_total(),
     });
+    let held = match &served.answer {
+        Answer::Json(j) if inbound.stream() => Some(as_stream(inbound, &j.body)),
+        _ => None,
+    };
     Ok(Outcome::Served(Ready {
         served,
         client: planned.client,
         limits,
         resume,
         cache,
+        held,
+        contract_end,
     }))
+}
+
+/// A whole answer (in the client's dialect) written as the client's stream,
+/// as a cached answer is replayed.
+fn as_stream(inbound: &Inbound<'_>, body: &[u8]) -> Bytes {
+    let Some(answer) = inbound.door().read_answer(body) else {
+        let e = GatewayError::upstream(ErrorCode::UpstreamError, "the answer could not be read");
+        return inbound.encoder().error(&e);
+    };
+    let mut enc = inbound.encoder();
+    let mut out = bytes::BytesMut::new();
+    for ev in answer.stream_events() {
+        enc.encode(&ev, &mut out);
+    }
+    out.extend_from_slice(&enc.end());
+    out.freeze()
 }
 
 /// The scene classifier's label for the request's latest user message (a
@@ -461,6 +491,8 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
         limits,
         resume,
         cache,
+        held,
+        contract_end,
     } = ready;
     let Served {
         answer,
@@ -492,7 +524,10 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
             if let Some(c) = &cache {
                 c.keep_body(&j.body, &dep);
             }
-            whole(j, &dep.cfg, headers, ctx)
+            match held {
+                Some(stream) => whole_as_stream(j, stream, &dep.cfg, headers, ctx),
+                None => whole(j, &dep.cfg, headers, ctx),
+            }
         }
         Answer::Stream(s) => {
             let relay = sse_out::Relay {
@@ -500,6 +535,7 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
                 client: reservation,
                 limits,
                 cache: cache.as_ref().map(CacheUse::slot),
+                contract_end,
             };
             sse_out::stream(s, dep.clone(), relay, ctx, &headers)
         }
@@ -541,15 +577,50 @@ fn whole(
     mut headers: ServedHeaders<'_>,
     mut ctx: RequestCtx,
 ) -> Response {
-    ctx.set_usage(&j.usage, dep.pricing.as_ref());
-    headers.cost_usd = ctx.cost_usd;
-    if ctx.budget.is_some() {
-        headers.budget_remaining = ctx.settle_budget();
-    }
+    priced(&j, dep, &mut headers, &mut ctx);
     ctx.debug_response(&j.body);
     let resp = respond::json(j.body, &headers);
     ctx.finish(200, None);
     resp
+}
+
+/// A whole answer to a stream request, written as its stream at once.
+fn whole_as_stream(
+    j: crate::adapters::JsonAnswer,
+    stream: Bytes,
+    dep: &crate::config::Deployment,
+    mut headers: ServedHeaders<'_>,
+    mut ctx: RequestCtx,
+) -> Response {
+    priced(&j, dep, &mut headers, &mut ctx);
+    ctx.debug_response(&stream);
+    let mut resp = respond::reply(
+        http::StatusCode::OK,
+        "text/event-stream",
+        axum::body::Body::from(stream),
+        &headers,
+    );
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache"),
+    );
+    ctx.finish(200, None);
+    resp
+}
+
+/// The answer's usage and cost, added to what the request spent before it
+/// (answers a response contract rejected), in the record and the headers.
+fn priced(
+    j: &crate::adapters::JsonAnswer,
+    dep: &crate::config::Deployment,
+    headers: &mut ServedHeaders<'_>,
+    ctx: &mut RequestCtx,
+) {
+    ctx.add_usage(&j.usage, dep.pricing.as_ref());
+    headers.cost_usd = ctx.cost_usd;
+    if ctx.budget.is_some() {
+        headers.budget_remaining = ctx.settle_budget();
+    }
 }
 
 /// The error in the door's envelope, never a degraded answer (for

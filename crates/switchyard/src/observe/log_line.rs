@@ -100,6 +100,12 @@ impl Record {
             }
             w.raw(b"]");
         }
+        if let Some(c) = &self.contract {
+            // Rare (routes with a contract, structured requests): serde's
+            // own writer is fast enough here.
+            w.raw(b",\"contract\":");
+            let _ = serde_json::to_writer(&mut *w.0, c);
+        }
         w.raw(b",\"duration_ms\":");
         w.float(self.duration_ms);
         if let Some(p) = self.probe {
@@ -307,6 +313,24 @@ mod tests {
         c.retries = 1;
         c.transitions = vec!["closed->open (failure_rate)".into()];
         c.duration_ms = 20.5;
+        assert_eq!(hand_line(&c), serde_line(&c));
+        c.contract = Some(Box::new(crate::observe::record::ContractLog {
+            mode: "held",
+            checks: vec![
+                crate::observe::record::ContractCheck {
+                    deployment: dep.clone(),
+                    valid: false,
+                    then: Some("repair"),
+                    error: Some("at /total: \"x\" is not of type \"number\"".into()),
+                },
+                crate::observe::record::ContractCheck {
+                    deployment: dep.clone(),
+                    valid: true,
+                    then: None,
+                    error: None,
+                },
+            ],
+        }));
         assert_eq!(hand_line(&c), serde_line(&c));
         c.probe = Some(crate::observe::record::ProbeTag {
             kind: "auth",

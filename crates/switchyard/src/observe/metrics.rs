@@ -45,6 +45,12 @@ pub struct TaskLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ContractLabels {
+    pub route: Name,
+    pub deployment: Name,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     pub route: Name,
     pub stream: &'static str,
@@ -116,6 +122,8 @@ pub struct Metrics {
     pub requests: Family<RequestLabels, Counter>,
     /// Requests by task (scene), when they had one.
     pub tasks: Family<TaskLabels, Counter>,
+    /// Answers that did not satisfy their request's schema (contract §11).
+    pub contract_violations: Family<ContractLabels, Counter>,
     pub duration: Family<RouteLabels, Histogram>,
     pub ttft: Family<DeploymentLabels, Histogram>,
     pub attempts: Family<AttemptLabels, Counter>,
@@ -202,6 +210,7 @@ impl Metrics {
         let m = Metrics {
             requests,
             tasks: Family::default(),
+            contract_violations: Family::default(),
             duration,
             ttft,
             attempts: Family::default(),
@@ -246,6 +255,13 @@ impl Metrics {
             "switchyard_task_requests",
             "Client requests by task (scene) and where it came from: header, rule or classifier",
             m.tasks.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_contract_violations",
+            "Answers that did not satisfy the JSON Schema their request gave, by route and deployment",
+            m.contract_violations.clone(),
         );
         declare(
             &mut registry,

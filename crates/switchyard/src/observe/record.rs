@@ -256,6 +256,10 @@ pub struct Record {
     /// Circuit transitions this request caused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub transitions: Vec<String>,
+    /// What the route's response contract found, when it checked an
+    /// answer (contract §11).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Box<ContractLog>>,
     #[serde(skip)]
     pub limit_rejections: u32,
     /// Refused by the client's own rpm/tpm.
@@ -279,6 +283,29 @@ pub struct Record {
     /// (`observe::debug_bodies`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub debug: Option<Box<super::debug_bodies::DebugBodies>>,
+}
+
+/// A response contract's checks of one request's answers (contract §11).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ContractLog {
+    /// `whole` (a whole answer), `held` (a stream fetched whole and checked
+    /// before its first byte went out) or `end` (a stream checked at its
+    /// end).
+    pub mode: &'static str,
+    pub checks: Vec<ContractCheck>,
+}
+
+/// One answer checked against the request's schema.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContractCheck {
+    pub deployment: Arc<str>,
+    pub valid: bool,
+    /// What a violation got: `repair`, `fallback`, `error` or `pass`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub then: Option<&'static str>,
+    /// The validator's message (which values failed, and why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What a probe's record says it was (contract §10).
@@ -331,6 +358,7 @@ impl Record {
             skipped_events: 0,
             retries: 0,
             transitions: Vec::new(),
+            contract: None,
             limit_rejections: 0,
             client_rejected: false,
             duration_ms: 0.0,

@@ -20,6 +20,7 @@
 //! happens before the client has seen a byte. Every attempt is logged.
 
 pub mod client_side;
+pub mod contract;
 pub mod ctx;
 pub mod key_check;
 pub mod probe;
@@ -34,7 +35,7 @@ use tokio::time::Instant;
 
 use crate::adapters::deployment::DeploymentRt;
 use crate::adapters::{self, Answer, CallInfo, Inbound};
-use crate::config::{ContextOverflow, ProviderKey};
+use crate::config::{ContextOverflow, OnViolation, ProviderKey};
 use crate::doors::embeddings::EmbeddingsRequest;
 use crate::error::{ErrorCode, GatewayError, Source};
 use crate::governance::budget::worst_case;
@@ -158,6 +159,11 @@ pub async fn execute_op(
     ctx: &mut RequestCtx,
 ) -> Result<Served, GatewayError> {
     let mut errors: Vec<GatewayError> = Vec::new();
+    // A route's response contract checks chat answers (contract §11).
+    let bound = match op {
+        Op::Chat(inbound) => contract::bound(plan, inbound).map(|b| (b, inbound)),
+        Op::Embeddings(_) | Op::CountTokens(_) => None,
+    };
     // Escalation: after a context_too_long, only larger windows are worth it.
     let mut min_window: Option<u32> = None;
     for (i, cand) in plan.candidates.iter().enumerate() {
@@ -206,7 +212,13 @@ pub async fn execute_op(
                 fallback_reason: errors.first().map(fallback_reason).or(plan.passed_over),
             });
         }
-        match on_deployment(cand, op, call, estimate, plan, last, ctx).await {
+        let outcome = match &bound {
+            Some((b, inbound)) => {
+                contract::on_deployment(b, cand, inbound, call, estimate, plan, last, ctx).await
+            }
+            None => on_deployment(cand, op, call, estimate, plan, last, ctx).await,
+        };
+        match outcome {
             Ok(answer) => {
                 let attempts = ctx.attempts.len();
                 return Ok(Served {
@@ -232,12 +244,17 @@ pub async fn execute_op(
                 ) && e.source == Source::Gateway;
                 let over_budget =
                     e.code == ErrorCode::BudgetExceeded && e.source == Source::Gateway;
+                // The contract's own word: `error` stops, the others go on.
+                let unfit_answer = e.code == ErrorCode::ResponseContractViolation
+                    && bound
+                        .as_ref()
+                        .is_some_and(|(b, _)| b.terms.on_violation != OnViolation::Error);
                 let stop = if ctx.client_rejected {
                     true
                 } else if e.code == ErrorCode::ContextTooLong {
                     !escalate
                 } else {
-                    !(e.fall_back() || busy || over_budget)
+                    !(e.fall_back() || busy || over_budget || unfit_answer)
                 };
                 errors.push(e);
                 if stop {
@@ -250,8 +267,10 @@ pub async fn execute_op(
 }
 
 /// Cover the request's worst case on `dep` with the client's budget before
-/// anything is sent there (a pricier fallback raises the hold). A candidate
-/// that does not fit is skipped: a cheaper one further down may.
+/// anything is sent there (a pricier fallback raises the hold), on top of
+/// what the request has spent already (answers a response contract
+/// rejected). A candidate that does not fit is skipped: a cheaper one
+/// further down may.
 fn hold_budget(
     dep: &DeploymentRt,
     op: Op<'_, '_>,
@@ -261,12 +280,14 @@ fn hold_budget(
     let Some(hold) = ctx.budget.as_mut() else {
         return Ok(());
     };
-    let worst = match op {
-        Op::Chat(_) => worst_case(&dep.cfg, input, ctx.output_cap, ctx.output_choices),
-        Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, 0),
-        // Counting tokens costs nothing: a spent budget does not refuse it.
-        Op::CountTokens(_) => return Ok(()),
-    };
+    let spent = ctx.rec.cost_usd.unwrap_or(0.0);
+    let worst = spent
+        + match op {
+            Op::Chat(_) => worst_case(&dep.cfg, input, ctx.output_cap, ctx.output_choices),
+            Op::Embeddings(_) => worst_case(&dep.cfg, ctx.prompt_estimate, None, 0),
+            // Counting tokens costs nothing: a spent budget does not refuse it.
+            Op::CountTokens(_) => return Ok(()),
+        };
     // In a fleet the attempt's admission charges it on the shared counter
     // (one round trip with the rate windows).
     if dep.state.shared().is_up() {

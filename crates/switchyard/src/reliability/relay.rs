@@ -54,6 +54,8 @@ pub struct Relay {
     pub limits: StreamLimits,
     /// Where the answer is kept when it ends well (the response cache).
     pub cache: Option<crate::state::cache::Slot>,
+    /// The route's response contract checks the text at the end.
+    pub contract_end: Option<super::contract::AtEnd>,
 }
 
 /// The client's stream: the held first frame, then every event to the end.
@@ -85,6 +87,7 @@ async fn run(
         client,
         limits,
         cache,
+        contract_end,
     } = with;
     macro_rules! send_or_cut {
         ($frame:expr) => {
@@ -226,6 +229,18 @@ async fn run(
         r.settle_used(used.total());
     }
     settle(&upstream, &served, used, client, &mut ctx);
+    // A contract checked at the end: the text is whole now, and a
+    // violation ends the stream with its error instead of the clean end.
+    let end = match (end, &contract_end) {
+        (Ok(()), Some(at_end)) => {
+            let text = format!("{prior}{}", upstream.seen.text);
+            match super::contract::judge_end(at_end, &served.name, &text, &mut ctx) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+        (end, _) => end,
+    };
     match end {
         Ok(()) => {
             let last = upstream.end_frames();

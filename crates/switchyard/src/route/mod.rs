@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::adapters::deployment::DeploymentRt;
-use crate::config::{Capabilities, ContextOverflow, Retry, Strategy};
+use crate::config::{Capabilities, ContextOverflow, Contract, Retry, Strategy};
 use crate::doors::facts::Renders;
 use crate::doors::Door;
 pub use crate::doors::Facts;
@@ -64,6 +64,8 @@ pub struct Plan {
     /// Deployments that can never serve this request, and what it needs
     /// that they lack.
     pub unfit: Vec<(Arc<str>, Unfit)>,
+    /// The route's response contract (contract §11), when it has one.
+    pub contract: Option<Contract>,
 }
 
 /// What a request needs that a deployment lacks.
@@ -110,6 +112,7 @@ pub fn plan(
         route.retry,
         route.on_context_overflow,
     );
+    p.contract = route.contract;
     let ids = route
         .targets
         .iter()
@@ -160,6 +163,7 @@ fn empty(
         retry,
         overflow,
         unfit: Vec::new(),
+        contract: None,
     }
 }
 

@@ -13,8 +13,8 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use super::Sink;
 use crate::observe::metrics::{
-    AttemptLabels, ClientLabels, DeploymentLabels, Metrics, Name, ProbeLabels, ReasonLabels,
-    RequestLabels, ResultLabels, RouteLabels, ScopeLabels, TaskLabels, TokenLabels,
+    AttemptLabels, ClientLabels, ContractLabels, DeploymentLabels, Metrics, Name, ProbeLabels,
+    ReasonLabels, RequestLabels, ResultLabels, RouteLabels, ScopeLabels, TaskLabels, TokenLabels,
 };
 use crate::observe::record::Record;
 
@@ -61,6 +61,16 @@ fn record(r: &Record, m: &Arc<Metrics>) {
             source,
         };
         m.tasks.get_or_create(&labels).inc();
+    }
+    if let Some(c) = &r.contract {
+        let route = Name(r.route.clone().unwrap_or_else(|| Arc::from("")));
+        for check in c.checks.iter().filter(|c| !c.valid) {
+            let labels = ContractLabels {
+                route: route.clone(),
+                deployment: Name(check.deployment.clone()),
+            };
+            m.contract_violations.get_or_create(&labels).inc();
+        }
     }
     if let result @ ("hit" | "miss") = r.cache {
         m.cache.get_or_create(&ResultLabels { result }).inc();

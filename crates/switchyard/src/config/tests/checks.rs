@@ -723,3 +723,45 @@ fn a_models_limits_bound_that_deployment_and_are_checked_like_a_providers() {
         crate::config::Limits::default()
     );
 }
+
+#[test]
+fn a_routes_contract_takes_its_defaults_and_refuses_what_cannot_act() {
+    let c = super::load(&pre("routes:\n  r: { targets: [p/a], contract: {} }\n")).unwrap();
+    let want = crate::config::Contract {
+        on_violation: crate::config::OnViolation::Repair,
+        repair_attempts: 1,
+        stream: crate::config::ContractStream::Hold,
+    };
+    assert_eq!(c.routes["r"].contract, Some(want));
+    let c = super::load(&pre(
+        "routes:\n  r: { targets: [p/a], contract: { on_violation: pass, stream: end } }\n",
+    ))
+    .unwrap();
+    let got = c.routes["r"].contract.unwrap();
+    assert_eq!(got.on_violation, crate::config::OnViolation::Pass);
+    assert_eq!(got.stream, crate::config::ContractStream::End);
+    assert_eq!(got.repair_attempts, 0);
+    let c = super::load(&pre("routes:\n  r: { targets: [p/a] }\n")).unwrap();
+    assert_eq!(c.routes["r"].contract, None);
+    one(
+        &pre("routes:\n  r: { targets: [p/a], contract: { repair_attempts: 0 } }\n"),
+        6,
+        53,
+        "routes.r.contract.repair_attempts",
+        "must be between 1 and 3, found 0",
+    );
+    one(
+        &pre("routes:\n  r: { targets: [p/a], contract: { on_violation: error, repair_attempts: 2 } }\n"),
+        6,
+        74,
+        "routes.r.contract.repair_attempts",
+        "`repair_attempts` only applies to `on_violation: repair`",
+    );
+    one(
+        &pre("routes:\n  r: { targets: [p/a], contract: { on_violation: retry } }\n"),
+        6,
+        50,
+        "routes.r.contract.on_violation",
+        "repair, fallback, error, pass",
+    );
+}

@@ -14,7 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::fields::{self as f, fields, Fields};
 use super::super::node::{At, Kind, Node, Sp, Value};
-use super::super::raw::{entries, section, RawRetry, RawRoute, RawTarget, RawTaskRule};
+use super::super::raw::{
+    entries, section, RawContract, RawRetry, RawRoute, RawTarget, RawTaskRule,
+};
 use super::super::Diags;
 use super::models::{capability, field_at, list};
 use super::{non_negative, positive};
@@ -34,6 +36,7 @@ const KEYS: &[&str] = &[
     "on_stream_interrupt",
     "tasks",
     "classify",
+    "contract",
 ];
 
 fn target(d: &mut Diags, n: &Node, at: &At) -> Option<Sp<RawTarget>> {
@@ -92,6 +95,30 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawRoute> {
         ),
         None => (r.at.clone(), None, None, None),
     };
+    let contract = section(
+        d,
+        &r,
+        "contract",
+        &["on_violation", "repair_attempts", "stream"],
+    )
+    .map(|c| RawContract {
+        on_violation: c.choice(
+            d,
+            "on_violation",
+            &[
+                ("repair", OnViolation::Repair),
+                ("fallback", OnViolation::Fallback),
+                ("error", OnViolation::Error),
+                ("pass", OnViolation::Pass),
+            ],
+        ),
+        repair_attempts: c.get(d, "repair_attempts", f::uint32),
+        stream: c.choice(
+            d,
+            "stream",
+            &[("hold", ContractStream::Hold), ("end", ContractStream::End)],
+        ),
+    });
     let mut tasks = Vec::new();
     for (name, tat, tn) in entries(d, &r, "tasks") {
         let ids = f::items(d, tn, &tat).unwrap_or_default();
@@ -143,6 +170,7 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawRoute> {
                 ("error", StreamInterrupt::Error),
             ],
         ),
+        contract,
         tasks,
     })
 }
@@ -269,11 +297,49 @@ pub fn check(
                 .on_stream_interrupt
                 .as_ref()
                 .map_or(StreamInterrupt::Resume, |v| v.value),
+            contract: r.contract.as_ref().map(|c| contract(d, c)),
             tasks,
         };
         routes.insert(name.value.clone(), route);
     }
     routes
+}
+
+/// The most repairs a contract may ask of one deployment: each is a whole
+/// upstream call the client pays for.
+const MAX_REPAIRS: u32 = 3;
+
+/// `contract:` — defaults `on_violation: repair`, `repair_attempts: 1`,
+/// `stream: hold`.
+fn contract(d: &mut Diags, c: &RawContract) -> Contract {
+    let on_violation = c
+        .on_violation
+        .as_ref()
+        .map_or(OnViolation::Repair, |v| v.value);
+    let repair_attempts = match &c.repair_attempts {
+        Some(a) if on_violation != OnViolation::Repair => {
+            d.err(
+                &a.at,
+                "`repair_attempts` only applies to `on_violation: repair`",
+            );
+            0
+        }
+        Some(a) if !(1..=MAX_REPAIRS).contains(&a.value) => {
+            d.err(
+                &a.at,
+                format!("must be between 1 and {MAX_REPAIRS}, found {}", a.value),
+            );
+            1
+        }
+        Some(a) => a.value,
+        None if on_violation == OnViolation::Repair => 1,
+        None => 0,
+    };
+    Contract {
+        on_violation,
+        repair_attempts,
+        stream: c.stream.as_ref().map_or(ContractStream::Hold, |v| v.value),
+    }
 }
 
 fn weights(d: &mut Diags, r: &RawRoute, strategy: Strategy) -> BalancedWeights {
