@@ -493,3 +493,37 @@ routes:
     assert_eq!(log["checks"][0]["then"], "repair");
     assert_eq!(log["checks"][1]["valid"], true);
 }
+
+#[tokio::test]
+async fn a_client_that_gives_up_on_a_held_stream_is_charged_and_never_sees_a_rejected_answer() {
+    let h = common::start(&config("{ on_violation: repair }")).await;
+    // The rejected answer comes at once; its repair takes 3 s.
+    h.mock.script(vec![
+        Behavior::text(BAD),
+        Behavior::text(GOOD).latency(3_000),
+    ]);
+    let http = reqwest::Client::new();
+    let got = tokio::time::timeout(std::time::Duration::from_millis(800), async {
+        let resp = http
+            .post(h.url("/v1/chat/completions"))
+            .json(&chat(true))
+            .send()
+            .await
+            .unwrap();
+        resp.text().await.unwrap()
+    })
+    .await;
+    assert!(
+        got.is_err(),
+        "nothing goes out while the answer is held: {got:?}"
+    );
+    drop(http);
+    let d = h.decision(0).await;
+    assert_eq!(d["status"], 499);
+    assert_eq!(d["outcome"], "client_closed");
+    // The rejected answer (billed) and the repair's prompt, sent before
+    // the client left.
+    assert!(d["tokens"]["output"].as_u64().unwrap() > 0, "{d}");
+    assert!(d["cost_usd"].as_f64().unwrap() > 0.0, "{d}");
+    assert_eq!(d["contract"]["checks"][0]["then"], "repair");
+}
