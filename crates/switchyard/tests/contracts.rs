@@ -527,3 +527,30 @@ async fn a_client_that_gives_up_on_a_held_stream_is_charged_and_never_sees_a_rej
     assert!(d["cost_usd"].as_f64().unwrap() > 0.0, "{d}");
     assert_eq!(d["contract"]["checks"][0]["then"], "repair");
 }
+
+#[tokio::test]
+async fn several_choices_keep_every_choice_whole_and_are_not_held_as_a_stream() {
+    let h = common::start(&config("{ on_violation: repair }")).await;
+    // Whole: every choice comes back; the first is the one checked.
+    script(&h, &[GOOD]);
+    let mut body = chat(false);
+    body["n"] = json!(3);
+    let resp = h.post(body).await;
+    assert_eq!(resp.status(), 200);
+    let got: Value = resp.json().await.unwrap();
+    assert_eq!(got["choices"].as_array().unwrap().len(), 3, "{got}");
+    assert_eq!(contract_log(&h).await["checks"][0]["valid"], true);
+
+    // A stream of several choices is not held (a held answer would come
+    // back as one choice): it streams as it came, unchecked.
+    let h = common::start(&config("{ on_violation: repair }")).await;
+    script(&h, &[BAD]);
+    let mut body = chat(true);
+    body["n"] = json!(2);
+    let resp = h.post(body).await;
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap();
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    assert_eq!(calls(&h)[0].1["stream"], true);
+    assert!(h.decision(0).await.get("contract").is_none());
+}

@@ -24,9 +24,10 @@
 //! it streams as it comes and the relay checks the text at its end, where
 //! a violation ends the stream with an error event instead of its clean
 //! end (nothing can be taken back by then). A stream of several choices is
-//! always held: their text interleaves. An answer that calls tools
-//! instead of answering, or that cannot be read, is not checked. With
-//! several choices the first is checked.
+//! not checked: their text interleaves, and a held answer is written back
+//! as one choice. An answer that calls tools instead of answering, or that
+//! cannot be read, is not checked. A whole answer with several choices has
+//! its first checked.
 
 use std::sync::{Arc, LazyLock};
 
@@ -61,7 +62,10 @@ pub fn bound<'r>(plan: &Plan, inbound: &'r Inbound<'_>) -> Option<Bound<'r>> {
     let Some(ResponseFormat::JsonSchema { schema, .. }) = &inbound.ir().response_format else {
         return None;
     };
-    let held = inbound.stream() && (terms.stream == ContractStream::Hold || inbound.n() > 1);
+    if inbound.stream() && inbound.n() > 1 {
+        return None;
+    }
+    let held = inbound.stream() && terms.stream == ContractStream::Hold;
     Some(Bound {
         terms,
         schema,
