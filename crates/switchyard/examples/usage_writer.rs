@@ -56,6 +56,7 @@ async fn main() -> Result<(), String> {
             outcome: "ok",
             usage_estimated: false,
             task: None,
+            shadow: false,
             stream: i % 2 == 0,
             cache: "off",
             input_tokens: 120,

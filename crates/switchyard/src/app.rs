@@ -34,6 +34,9 @@ pub struct App {
     /// A canary config serving beside `live`, when one runs (also one of
     /// `sinks`: it tallies each version's outcomes).
     pub canary: Arc<crate::live::canary::Canary>,
+    /// Shadow traffic: the queue the request path draws into, its workers'
+    /// figures (`GET /admin/shadow`).
+    pub shadows: crate::shadow::Shadows,
 }
 
 impl App {

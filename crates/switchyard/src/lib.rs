@@ -19,7 +19,8 @@
 //! redaction, logging, trace ids, the OTLP wire format), `sinks` (where a
 //! finished record goes), `usage` (the cost ledger), `governance` (who, and
 //! what they may spend: budgets and issued keys, kept across reloads),
-//! `admin`.
+//! `shadow` (a share of a route's requests copied to another deployment
+//! after the answer, and the two compared), `admin`.
 //!
 //! Layers, lowest first. A module uses only the layers below its own, never
 //! one above and never another of its own line (`tests/layers.rs` reads the
@@ -38,11 +39,12 @@
 //! layer 10  live
 //! layer 11  route
 //! layer 12  reliability
-//! layer 13  app demo
-//! layer 14  ingress admin
-//! layer 15  routes
-//! layer 16  server
-//! layer 17  cli
+//! layer 13  shadow
+//! layer 14  app demo
+//! layer 15  ingress admin
+//! layer 16  routes
+//! layer 17  server
+//! layer 18  cli
 //! ```
 
 pub mod classify;
@@ -73,6 +75,8 @@ pub mod live;
 pub mod route;
 
 pub mod reliability;
+
+pub mod shadow;
 
 pub mod app;
 pub mod demo;

@@ -11,8 +11,8 @@
 //!    line when the reply (or stream) ends, or when the client hangs up.
 //!
 //! Admin listener (`server.admin_listen`): health, readiness, reload,
-//! state, circuits and provider keys by hand, governance and the dashboard
-//! page (`GET /`).
+//! state, circuits and provider keys by hand, governance, shadow traffic's
+//! comparisons and the dashboard page (`GET /`).
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -56,6 +56,7 @@ pub fn admin_router(app: App) -> Router {
         .route("/dashboard/style.css", get(admin::dashboard::style))
         .route("/admin/state", get(admin::state))
         .route("/admin/decisions", get(admin::decisions))
+        .route("/admin/shadow", get(admin::shadow))
         .route("/admin/deployments/{id}/{action}", post(admin::circuit))
         .route(
             "/admin/providers/{name}/keys/{label}/reset",

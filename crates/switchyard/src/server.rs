@@ -119,6 +119,13 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     if let Some(t) = &traces {
         sinks.push(t.clone());
     }
+    let shutdown = CancellationToken::new();
+    let (shadows, shadow_workers) = crate::shadow::Shadows::start(
+        live.config.shadow,
+        metrics.clone(),
+        usage.clone(),
+        shutdown.clone(),
+    );
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
         sinks: crate::sinks::Sinks::new(sinks),
@@ -130,8 +137,8 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         recent,
         traces,
         canary,
+        shadows,
     };
-    let shutdown = CancellationToken::new();
     let admin = bind(admin_listen, false).await?;
     let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let mut tasks = vec![
@@ -145,6 +152,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         crate::reliability::key_check::spawn(app.live.clone(), shutdown.clone()),
         crate::reliability::probe::spawn(app.live.clone(), app.sinks.clone(), shutdown.clone()),
     ];
+    tasks.extend(shadow_workers);
     if let Some(w) = crate::admin::watch::watch(app.clone(), shutdown.clone()) {
         tasks.push(w);
     }

@@ -34,6 +34,7 @@ fn row(ts_ms: i64, route: &str, cost: f64) -> UsageRow {
         outcome: "ok",
         usage_estimated: false,
         task: None,
+        shadow: false,
         stream: false,
         cache: "off",
         input_tokens: 10,

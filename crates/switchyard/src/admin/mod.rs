@@ -269,6 +269,14 @@ pub async fn decisions(
     axum::Json(serde_json::json!({"decisions": list})).into_response()
 }
 
+/// `GET /admin/shadow`: shadow traffic (contract §11) per route and shadow
+/// target — requests, errors, latency beside the primary's, cost ratio,
+/// agreement, schema validity, text similarity — and the queue.
+pub async fn shadow(State(app): State<App>) -> Response {
+    let live = app.live.load();
+    axum::Json(app.shadows.snapshot(&live)).into_response()
+}
+
 /// `POST /admin/deployments/{id}/{open|close|reset}`: manual circuit control.
 pub async fn circuit(
     State(app): State<App>,

@@ -32,6 +32,9 @@ pub struct Config {
     pub degraded: Degraded,
     /// Canary reloads (`POST /admin/reload?canary=N&for=D`, contract §11).
     pub reload: Reload,
+    /// How shadow traffic is sent (`shadow: { queue, workers }`; read at
+    /// start-up).
+    pub shadow: ShadowTraffic,
     /// What `check` shows and `serve` logs without refusing the config.
     pub warnings: Vec<super::Diagnostic>,
 }
@@ -515,6 +518,34 @@ pub struct Route {
     pub contract: Option<Contract>,
     /// Scene routing: task name → preferred deployment ids (a score bonus, not a rule).
     pub tasks: BTreeMap<String, Vec<String>>,
+    /// `shadow: { target, share }`: a share of the route's requests is also
+    /// sent to another deployment, after the answer (contract §11).
+    pub shadow: Option<RouteShadow>,
+}
+
+/// A route's shadow traffic: `share` (in (0, 1]) of its requests, drawn per
+/// request, also go to deployment `target`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteShadow {
+    pub target: String,
+    pub share: f64,
+}
+
+/// `shadow: { queue, workers }`: the bounded queue shadow requests wait in
+/// (a full queue drops the newest) and the tasks that send them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShadowTraffic {
+    pub queue: usize,
+    pub workers: usize,
+}
+
+impl Default for ShadowTraffic {
+    fn default() -> Self {
+        ShadowTraffic {
+            queue: 1024,
+            workers: 4,
+        }
+    }
 }
 
 /// A route's response contract (contract §11).

@@ -33,6 +33,7 @@ pub struct RawConfig {
     pub observability: RawObservability,
     pub degraded: RawDegraded,
     pub reload: RawReload,
+    pub shadow: RawShadow,
 }
 
 #[derive(Debug, Default)]
@@ -185,6 +186,8 @@ pub struct RawRoute {
     pub on_stream_interrupt: Opt<StreamInterrupt>,
     pub contract: Option<RawContract>,
     pub tasks: Vec<(Sp<String>, Vec<Sp<String>>)>,
+    /// `shadow: { target, share }`, with where it sits.
+    pub shadow: Option<(At, Opt<String>, Opt<f64>)>,
 }
 
 /// `routes.<r>.contract: { on_violation, repair_attempts, stream }`.
@@ -260,6 +263,13 @@ pub struct RawDegraded {
     pub message: Opt<String>,
 }
 
+/// `shadow: { queue, workers }`: how shadow traffic is sent.
+#[derive(Debug, Default)]
+pub struct RawShadow {
+    pub queue: Opt<u64>,
+    pub workers: Opt<u64>,
+}
+
 /// `reload: { canary, for, rollback_on: { error_rate, p95 } }`.
 #[derive(Debug, Default)]
 pub struct RawReload {
@@ -281,6 +291,7 @@ const TOP: &[&str] = &[
     "observability",
     "degraded",
     "reload",
+    "shadow",
 ];
 
 /// Decodes the (env-expanded) tree; problems go to `d`, bad parts are left out.

@@ -22,7 +22,7 @@ use crate::governance::Principal;
 use crate::live::{Live, Target};
 use crate::observe::debug_bodies::Capture;
 use crate::observe::record::CandidateLog;
-use crate::reliability::ctx::RequestCtx;
+use crate::reliability::ctx::{Answered, RequestCtx};
 use crate::reliability::resume::Resume;
 use crate::reliability::{self, Served};
 use crate::route::{self, Facts};
@@ -47,6 +47,9 @@ pub async fn door(app: App, headers: HeaderMap, body: axum::body::Body, door: Do
             // the cache or any deployment could answer for it.
             r.prepare(&app.responses, ctx.client.as_deref())?;
         }
+        // Shadow traffic (contract §11): drawn now, so that a stream keeps
+        // its answer whole; sent once the answer is over.
+        ctx.after = app.shadows.draw(&live, &inbound, &bytes);
         let cache = normalized
             .as_ref()
             .and_then(|n| cache::plan(&live, &headers, who.as_ref(), n, &inbound));
@@ -212,7 +215,7 @@ pub async fn run(
             Door::AnthropicMessages => anthropic_beta(headers),
             Door::OpenAiChat | Door::Responses => None,
         },
-        capture: cache.is_some() && inbound.stream(),
+        capture: (cache.is_some() || ctx.after.is_some()) && inbound.stream(),
     };
     let served = execute(
         plan,
@@ -523,6 +526,9 @@ pub fn deliver(ready: Ready, mut ctx: RequestCtx, rid: &str) -> Response {
             }
             if let Some(c) = &cache {
                 c.keep_body(&j.body, &dep);
+            }
+            if ctx.after.is_some() {
+                ctx.answered = Some(Answered::Body(j.body.clone()));
             }
             match held {
                 Some(stream) => whole_as_stream(j, stream, &dep.cfg, headers, ctx),

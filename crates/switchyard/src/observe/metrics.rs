@@ -106,6 +106,21 @@ pub struct ProbeLabels {
     pub result: &'static str,
 }
 
+/// A route's shadow traffic to its shadow target (contract §11).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    pub route: Name,
+    pub target: Name,
+    /// `ok`, `error` (sent, failed) or `skipped` (not sent: the target's
+    /// circuit or limits, or a request that could not be copied).
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowRouteLabels {
+    pub route: Name,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DimensionLabels {
     pub deployment: Name,
@@ -159,6 +174,10 @@ pub struct Metrics {
     pub token_estimate_ratio: Family<DeploymentLabels, Histogram>,
     /// The share of each deployment's rpm and tpm used (contract §10).
     pub quota_used_ratio: Family<DimensionLabels, Gauge<f64, AtomicU64>>,
+    /// Shadow copies of requests by route, target and result (contract §11).
+    pub shadow_requests: Family<ShadowLabels, Counter>,
+    /// Shadow copies dropped because the shadow queue was full, by route.
+    pub shadow_dropped: Family<ShadowRouteLabels, Counter>,
     registry: Registry,
     /// Every family declared, for the ones with no series yet.
     families: Vec<Declared>,
@@ -238,6 +257,8 @@ impl Metrics {
                 estimate_ratio_histogram as fn() -> Histogram,
             ),
             quota_used_ratio: Family::default(),
+            shadow_requests: Family::default(),
+            shadow_dropped: Family::default(),
             registry: Registry::default(),
             families: Vec::new(),
         };
@@ -437,6 +458,20 @@ impl Metrics {
             "switchyard_quota_used_ratio",
             "Share of each deployment's rpm and tpm used: its own counts, its provider pool's or the upstream's headers, the largest",
             m.quota_used_ratio.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_shadow_requests",
+            "Shadow copies of requests by route, shadow target and result: ok, error or skipped",
+            m.shadow_requests.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut families,
+            "switchyard_shadow_dropped",
+            "Shadow copies dropped because the shadow queue was full, by route",
+            m.shadow_dropped.clone(),
         );
         for result in ["hit", "miss"] {
             drop(m.cache.get_or_create(&ResultLabels { result }));

@@ -3,11 +3,13 @@
 //! while it runs (the client's budget hold, the fleet's pending charges,
 //! the facts its reservations are made of) and where the record goes. On
 //! `finish`, or on drop when the client went away first, the hold is
-//! settled and the record handed once to every sink.
+//! settled and the record handed once to every sink, then to what waits
+//! for the request's end with its answer (`after`: shadow traffic).
 
 use std::ops::{Deref, DerefMut};
 
-use switchyard_protocol::ir::Usage;
+use bytes::Bytes;
+use switchyard_protocol::ir::{ChatResponse, Usage};
 
 use crate::config::Pricing;
 use crate::doors::facts::Input;
@@ -45,9 +47,29 @@ pub struct RequestCtx {
     /// The bodies being kept for the log, when the client asked for them
     /// (`observe::debug_bodies`).
     pub debug: Option<Box<Capture>>,
+    /// What runs once the request is over, with its record and its answer
+    /// (a shadow copy of the request, `crate::shadow`).
+    pub after: Option<Box<dyn After>>,
+    /// The answer as the client got it, kept for `after` (only when there
+    /// is one).
+    pub answered: Option<Answered>,
     /// Where the finished record goes (decision log, metrics, …).
     sinks: Sinks,
     emitted: bool,
+}
+
+/// A whole answer the client got.
+pub enum Answered {
+    /// A JSON answer's body, in the client's dialect.
+    Body(Bytes),
+    /// A stream, put together as the IR as it went out.
+    Ir(Box<ChatResponse>),
+}
+
+/// Work for after a request: handed its closed record and the answer (none
+/// when the request failed, was cut, or its stream was continued).
+pub trait After: Send {
+    fn finished(self: Box<Self>, rec: &Record, answer: Option<Answered>);
 }
 
 /// An upstream call on its way (see [`RequestCtx::in_flight`]).
@@ -91,6 +113,8 @@ impl RequestCtx {
             shared: Default::default(),
             in_flight: None,
             debug: None,
+            after: None,
+            answered: None,
             sinks,
             emitted: false,
         }
@@ -123,6 +147,16 @@ impl RequestCtx {
         self.rec.close(status, error);
         let sinks = std::mem::take(&mut self.sinks);
         sinks.finished(&self.rec);
+        if let Some(after) = self.after.take() {
+            after.finished(&self.rec, self.answered.take());
+        }
+    }
+
+    /// Keep a streamed answer for `after`, when something waits for it.
+    pub fn answered(&mut self, answer: &ChatResponse) {
+        if self.after.is_some() {
+            self.answered = Some(Answered::Ir(Box::new(answer.clone())));
+        }
     }
 }
 

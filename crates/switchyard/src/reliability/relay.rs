@@ -246,9 +246,15 @@ async fn run(
             let last = upstream.end_frames();
             ctx.debug_response(&last);
             send_or_cut_end(&out, last).await;
-            // A continued answer was interrupted: never kept.
-            if let (Some(c), false) = (&cache, ctx.interrupted) {
-                if let Some(answer) = upstream.seen.capture.take().and_then(|a| a.answer.finish()) {
+            // A continued answer was interrupted: never kept (nor shadowed).
+            let whole = if ctx.interrupted {
+                None
+            } else {
+                upstream.seen.capture.take().and_then(|a| a.answer.finish())
+            };
+            if let Some(answer) = whole {
+                ctx.answered(&answer);
+                if let Some(c) = &cache {
                     c.keep(answer, &served.name, &served.provider.name);
                 }
             }

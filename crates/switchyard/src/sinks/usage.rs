@@ -34,6 +34,7 @@ pub fn row(r: &Record) -> UsageRow {
         outcome: r.outcome,
         usage_estimated: r.usage_estimated,
         task: r.task.clone(),
+        shadow: false,
         stream: r.stream,
         cache: r.cache,
         input_tokens: r.tokens.input,

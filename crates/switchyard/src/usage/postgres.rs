@@ -147,6 +147,7 @@ fn row_values(r: &UsageRow) -> [Box<dyn ToSql + Sync + Send>; sql::ROW_COLUMNS] 
         Box::new(i64::from(r.attempts)),
         Box::new(i64::from(r.usage_estimated)),
         Box::new(r.task.clone()),
+        Box::new(i64::from(r.shadow)),
     ]
 }
 

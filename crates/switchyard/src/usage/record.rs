@@ -34,6 +34,9 @@ pub struct UsageRow {
     pub attempts: u32,
     /// The request's task (scene), when it had one.
     pub task: Option<String>,
+    /// The gateway's shadow copy of a request (contract §11; client
+    /// `_shadow`), not a client's request.
+    pub shadow: bool,
 }
 
 impl UsageRow {
@@ -177,6 +180,7 @@ mod tests {
             },
             usage_estimated: false,
             task: None,
+            shadow: false,
             stream: false,
             cache: "off",
             input_tokens: 10,

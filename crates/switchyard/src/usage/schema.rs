@@ -74,10 +74,13 @@ pub const MIGRATIONS: &[&str] = &[
     // 3: the request's task (scene): `x-switchyard-task`, a task rule's, or
     // the classifier's label (contract §11).
     "ALTER TABLE usage_requests ADD COLUMN task TEXT",
+    // 4: a shadow copy of a request (contract §11): the gateway's own call
+    // to a route's shadow target, client `_shadow`, never a client's spend.
+    "ALTER TABLE usage_requests ADD COLUMN shadow BIGINT NOT NULL DEFAULT 0",
 ];
 
-pub const INSERT_ROW: &str = "INSERT INTO usage_requests (request_id, ts, client, key_id, route, model, deployment, status, outcome, stream, cache, input_tokens, output_tokens, cached_input_tokens, cost_usd, latency_ms, ttfb_ms, attempts, usage_estimated, task) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-pub const ROW_COLUMNS: usize = 20;
+pub const INSERT_ROW: &str = "INSERT INTO usage_requests (request_id, ts, client, key_id, route, model, deployment, status, outcome, stream, cache, input_tokens, output_tokens, cached_input_tokens, cost_usd, latency_ms, ttfb_ms, attempts, usage_estimated, task, shadow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+pub const ROW_COLUMNS: usize = 21;
 
 pub const UPSERT_DAY: &str = "INSERT INTO usage_daily (day, client, route, model, deployment, requests, errors, cache_hits, input_tokens, output_tokens, cached_input_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (day, client, route, model, deployment) DO UPDATE SET

@@ -124,6 +124,7 @@ pub fn write_batch(c: &mut Connection, b: &Batch) -> Result<(), String> {
                 r.attempts,
                 r.usage_estimated,
                 r.task.as_deref(),
+                r.shadow,
             ])
             .map_err(err)?;
         }

@@ -1,4 +1,5 @@
-//! `server`, `cache`, `state`, `usage`, `observability`, `degraded`.
+//! `server`, `cache`, `state`, `usage`, `observability`, `degraded`,
+//! `reload`, `shadow`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -6,8 +7,8 @@ use std::time::Duration;
 use super::super::fields as f;
 use super::super::node::{At, Sp};
 use super::super::raw::{
-    section, RawCache, RawConfig, RawDegraded, RawObservability, RawReload, RawServer, RawState,
-    RawUsage, UsageStore,
+    section, RawCache, RawConfig, RawDegraded, RawObservability, RawReload, RawServer, RawShadow,
+    RawState, RawUsage, UsageStore,
 };
 use super::super::Diags;
 use super::{at_least_one, positive, url};
@@ -122,6 +123,10 @@ pub fn decode(d: &mut Diags, top: &Fields, raw: &mut RawConfig) {
                 b.get(d, "p95", f::float),
             )
         });
+    }
+    if let Some(s) = section(d, top, "shadow", &["queue", "workers"]) {
+        raw.shadow.queue = s.get(d, "queue", f::uint);
+        raw.shadow.workers = s.get(d, "workers", f::uint);
     }
     if let Some(g) = section(d, top, "degraded", &["enabled", "message"]) {
         raw.degraded = RawDegraded {
@@ -557,6 +562,17 @@ pub fn reload(d: &mut Diags, r: &RawReload) -> Reload {
         }
     }
     out
+}
+
+/// `shadow`: the queue's bound and the workers that empty it (each at
+/// least 1; defaults [`ShadowTraffic::default`]).
+pub fn shadow(d: &mut Diags, s: &RawShadow) -> ShadowTraffic {
+    let def = ShadowTraffic::default();
+    let count = |v: Option<u64>, default: usize| v.map_or(default, |n| n as usize);
+    ShadowTraffic {
+        queue: count(at_least_one(d, &s.queue), def.queue),
+        workers: count(at_least_one(d, &s.workers), def.workers),
+    }
 }
 
 pub fn degraded(g: &RawDegraded) -> Degraded {

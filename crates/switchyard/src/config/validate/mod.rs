@@ -50,6 +50,7 @@ pub fn validate(d: &mut Diags, raw: RawConfig, env: Env, version: String) -> Con
         observability,
         degraded: globals::degraded(&raw.degraded),
         reload: globals::reload(d, &raw.reload),
+        shadow: globals::shadow(d, &raw.shadow),
         warnings: Vec::new(),
     }
 }

@@ -8,7 +8,8 @@
 //! request text. Defaults: `strategy: priority`, `sticky: false`,
 //! `on_context_overflow: escalate`, `on_stream_interrupt: resume`; a written
 //! `weights:` block is the whole mix (keys left out weigh 0), absent it is
-//! health 0.5, latency 0.3, cost 0.2.
+//! health 0.5, latency 0.3, cost 0.2. `shadow: { target, share }` names a
+//! known deployment and a share in (0, 1], both required.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +38,7 @@ const KEYS: &[&str] = &[
     "tasks",
     "classify",
     "contract",
+    "shadow",
 ];
 
 fn target(d: &mut Diags, n: &Node, at: &At) -> Option<Sp<RawTarget>> {
@@ -134,6 +136,13 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawRoute> {
             ids,
         ));
     }
+    let shadow = section(d, &r, "shadow", &["target", "share"]).map(|s| {
+        (
+            s.at.clone(),
+            s.get(d, "target", f::string),
+            s.get(d, "share", f::float),
+        )
+    });
     let strings = |d: &mut Diags, r: &Fields, key| {
         r.list(d, key, f::string)
             .map(|l| l.value)
@@ -172,6 +181,7 @@ pub fn decode(d: &mut Diags, n: &Node, at: &At) -> Option<RawRoute> {
         ),
         contract,
         tasks,
+        shadow,
     })
 }
 
@@ -274,6 +284,30 @@ pub fn check(
                 ids.iter().map(|i| i.value.clone()).collect(),
             );
         }
+        let shadow = r.shadow.as_ref().and_then(|(at, target, share)| {
+            let Some(target) = target else {
+                d.missing(&field_at(at, "target"), "missing `target`");
+                return None;
+            };
+            exists(d, target);
+            let Some(share) = share else {
+                d.missing(&field_at(at, "share"), "missing `share`");
+                return None;
+            };
+            if !(share.value > 0.0 && share.value <= 1.0) {
+                d.err(
+                    &share.at,
+                    format!(
+                        "a share of the route's requests: above 0 and at most 1, found {}",
+                        share.value
+                    ),
+                );
+            }
+            Some(RouteShadow {
+                target: target.value.clone(),
+                share: share.value,
+            })
+        });
         let route = Route {
             name: name.value.clone(),
             strategy,
@@ -299,6 +333,7 @@ pub fn check(
                 .map_or(StreamInterrupt::Resume, |v| v.value),
             contract: r.contract.as_ref().map(|c| contract(d, c)),
             tasks,
+            shadow,
         };
         routes.insert(name.value.clone(), route);
     }
