@@ -1,6 +1,6 @@
 //! The dashboard (`GET /` on the admin listener) in a real headless
 //! Chromium: every deployment and its circuit in the DOM, the routes, the
-//! recent decisions and spend; a circuit opened through the admin API shows
+//! recent decisions, spend and shadow traffic; a circuit opened through the admin API shows
 //! up on the same page without a reload; the screenshot is not blank. Also
 //! the admin key over HTTP Basic (what a browser can send) beside Bearer.
 
@@ -23,7 +23,7 @@ models:
   - { id: oa/gpt-4o-mini, provider: oa, model: gpt-4o-mini, pricing: { input: 0.15, output: 0.6 } }
   - { id: an/claude-sonnet, provider: an, model: claude-sonnet, pricing: { input: 3, output: 15 } }
 routes:
-  chat: { targets: [oa/gpt-4o, an/claude-sonnet], fallbacks: [oa/gpt-4o-mini] }
+  chat: { targets: [oa/gpt-4o, an/claude-sonnet], fallbacks: [oa/gpt-4o-mini], shadow: { target: oa/gpt-4o-mini, share: 1.0 } }
   cheap: { strategy: cost, targets: [oa/gpt-4o-mini, an/claude-sonnet] }
 clients:
   - { id: team, key_env: CLIENT_KEY, rpm: 120, tpm: 100000 }
@@ -43,6 +43,8 @@ const READ_DOM: &str = r#"(() => {
     decisions: rows('#decisions tr[data-request-id]').map((tr) => tr.dataset.requestId),
     clients: rows('#spend-client tr[data-row]').map((tr) => tr.dataset.row),
     models: rows('#spend-model tr[data-row]').map((tr) => tr.dataset.row),
+    shadow: Object.fromEntries(rows('#shadow tr[data-shadow]').map((tr) =>
+      [tr.dataset.shadow, tr.querySelector('td[data-field="requests"]').textContent])),
     spend_note: document.getElementById('spend-client-empty').hidden ? '' : document.getElementById('spend-client-empty').textContent,
     connection: document.getElementById('conn').textContent,
     marker: window.__sameDocument || null,
@@ -135,7 +137,7 @@ async fn dashboard_shows_the_fleet_live() {
     b.navigate(&h.admin("/")).await;
     let shown = until(
         &b,
-        "every deployment closed, the routes and a decision",
+        "every deployment closed, the routes, a decision and the shadow row",
         |v| {
             DEPLOYMENTS.iter().all(|d| v["deployments"][d] == "closed")
                 && v["routes"] == json!(["chat", "cheap"])
@@ -145,6 +147,8 @@ async fn dashboard_shows_the_fleet_live() {
                 && v["clients"]
                     .as_array()
                     .is_some_and(|l| l.iter().any(|c| c == "team"))
+                // Route `chat` shadows both its requests.
+                && v["shadow"]["chat>oa/gpt-4o-mini"] == "2"
         },
     )
     .await;

@@ -124,6 +124,7 @@ async fn from_text(
         .and_then(|cfg| same_exporter(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_state(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_listeners(&app.live.load().config, &cfg).map(|()| cfg))
+        .and_then(|cfg| same_shadow_queue(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| {
             let now = app.live.load();
             let build = if canary.is_some() {
@@ -288,6 +289,17 @@ fn same_listeners(old: &config::Config, new: &config::Config) -> Result<(), Vec<
     }
     Err(vec![
         "server.listen and server.admin_listen take effect at start-up only: restart the gateway to change them".into(),
+    ])
+}
+
+/// The shadow queue and its workers are started once, at start-up (a
+/// route's `shadow` block is read per request: a reload changes it).
+fn same_shadow_queue(old: &config::Config, new: &config::Config) -> Result<(), Vec<String>> {
+    if old.shadow == new.shadow {
+        return Ok(());
+    }
+    Err(vec![
+        "shadow.queue and shadow.workers take effect at start-up only: restart the gateway to change them".into(),
     ])
 }
 

@@ -4,7 +4,7 @@
 // Every value goes in as text, never as markup.
 'use strict';
 
-const FAST_MS = 1000; // state and decisions
+const FAST_MS = 1000; // state, decisions and shadow traffic
 const SLOW_MS = 5000; // usage and clients (a store query each)
 const DECISIONS = 50;
 
@@ -321,6 +321,56 @@ function fillDecision(tr, d) {
   setClass(cache, d.cache === 'hit' ? 'good' : 'dim');
 }
 
+// --- shadow traffic ---------------------------------------------------------
+
+// A cost ratio (shadow over primary), `–` until a pair was compared.
+function ratio(v) {
+  return v === null || v === undefined ? '–' : v.toFixed(2) + '×';
+}
+
+// Latency: the shadow's beside the primary's (shadow / primary).
+function pair(shadow, primary) {
+  return `${ms(shadow)} / ${ms(primary)}`;
+}
+
+function renderShadow(s) {
+  const rows = s.shadows || [];
+  setText($('shadow-count'), rows.length ? `queue ${s.queued}/${s.queue}` : '');
+  showEmpty('shadow-empty', rows.length ? '' : 'no route has a shadow');
+  syncRows(
+    $('shadow').tBodies[0],
+    rows,
+    (r) => `${r.route}\u0000${r.target}`,
+    (tr, r) => {
+      tr.dataset.shadow = `${r.route}>${r.target}`;
+      const numeric = ['requests', 'errors', 'dropped', 'p50', 'p95', 'cost_ratio', 'finish', 'tools', 'schema', 'similarity'];
+      cells(tr, ['route', 'target', ...numeric], numeric);
+    },
+    (tr, r) => {
+      setText(cell(tr, 'route'), r.route);
+      setText(cell(tr, 'target'), r.target);
+      setText(cell(tr, 'requests'), compact(r.requests));
+      const e = cell(tr, 'errors');
+      setText(e, compact(r.errors) + (r.skipped ? ` (+${compact(r.skipped)} skipped)` : ''));
+      setClass(e, 'num ' + (r.errors ? 'bad' : 'dim'));
+      const d = cell(tr, 'dropped');
+      setText(d, compact(r.dropped));
+      setClass(d, 'num ' + (r.dropped ? 'warn' : 'dim'));
+      const p50 = cell(tr, 'p50');
+      setText(p50, pair(r.shadow_p50_ms, r.primary_p50_ms));
+      p50.title = 'shadow / primary';
+      const p95 = cell(tr, 'p95');
+      setText(p95, pair(r.shadow_p95_ms, r.primary_p95_ms));
+      p95.title = 'shadow / primary';
+      setText(cell(tr, 'cost_ratio'), ratio(r.cost_ratio));
+      setText(cell(tr, 'finish'), pct(r.finish_reason_agreement));
+      setText(cell(tr, 'tools'), pct(r.tool_call_agreement));
+      setText(cell(tr, 'schema'), r.schema_checked ? pct(r.schema_validity) : '–');
+      setText(cell(tr, 'similarity'), r.text_similarity === null || r.text_similarity === undefined ? '–' : r.text_similarity.toFixed(2));
+    },
+  );
+}
+
 // --- spend ----------------------------------------------------------------
 
 let limitsOf = new Map(); // client id → its /admin/clients entry
@@ -422,12 +472,14 @@ function connection(ok, why) {
 
 async function fast() {
   try {
-    const [state, decisions] = await Promise.all([
+    const [state, decisions, shadow] = await Promise.all([
       getJSON('/admin/state'),
       getJSON(`/admin/decisions?limit=${DECISIONS}`),
+      getJSON('/admin/shadow'),
     ]);
     renderState(state);
     renderDecisions(decisions.decisions || []);
+    renderShadow(shadow);
     connection(true);
   } catch (e) {
     connection(false, e);

@@ -1,7 +1,7 @@
 //! The dashboard (`GET /` on the admin listener): one HTML page, its script
 //! and its style sheet, compiled into the binary. The page polls the admin
-//! JSON (`/admin/state`, `/admin/decisions`, `/admin/usage`,
-//! `/admin/clients`) from the same origin, so it needs nothing the API does
+//! JSON (`/admin/state`, `/admin/decisions`, `/admin/shadow`,
+//! `/admin/usage`, `/admin/clients`) from the same origin, so it needs nothing the API does
 //! not already serve, and the admin key guards it like every other path.
 
 use axum::response::{IntoResponse, Response};
