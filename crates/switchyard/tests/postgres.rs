@@ -2,7 +2,8 @@
 //! the same `/admin/usage` answers as SQLite for the same traffic, issued
 //! keys kept, a server stopped mid-run fails no request — the rows it
 //! could not take are dropped and counted —, and three gateway processes
-//! writing to it at once lose and duplicate no row.
+//! writing to it at once lose and duplicate no row. A shadow copy's row
+//! (`shadow = 1`) is written to both alike.
 
 mod common;
 
@@ -21,6 +22,7 @@ models:
 routes:
   chat: { targets: [oa/m] }
   cheap: { targets: [an/c] }
+  shadowed: { targets: [an/c], shadow: { target: oa/m, share: 1.0 } }
 clients:
   - { id: team, key_env: CLIENT_KEY, budget: { usd: 100, per: month } }
   - { id: other, key_sha256: "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b" }
@@ -41,6 +43,7 @@ async fn traffic(h: &common::Harness) {
             "a longer question about budgets and ledgers",
         ),
         ("secret", "nope", false, "unknown route"),
+        ("client-secret", "shadowed", false, "compare me"),
     ];
     for (key, model, stream, text) in plan {
         let r = http
@@ -93,6 +96,23 @@ async fn postgres_answers_what_sqlite_answers() {
     let post = common::start_in(&yaml, "", dir.clone()).await;
     traffic(&lite).await;
     traffic(&post).await;
+    // The shadow copy's row (client `_shadow`, `shadow = 1`) is written
+    // after its answer: both stores have it before they are compared.
+    for h in [&lite, &post] {
+        common::eventually(
+            || async {
+                let s = h.admin_json("/admin/shadow").await;
+                s["shadows"][0]["requests"] == 1
+            },
+            "the shadow copy sent",
+        )
+        .await;
+    }
+    let by_client = post.usage("group_by=client").await;
+    assert!(
+        rows(&by_client).iter().any(|r| r["key"] == "_shadow"),
+        "{by_client}"
+    );
     for by in ["client", "model", "route", "deployment"] {
         let q = format!("group_by={by}");
         let (a, b) = (lite.usage(&q).await, post.usage(&q).await);

@@ -165,3 +165,55 @@ async fn a_full_queue_drops_and_counts_instead_of_waiting() {
     assert!(store.flush(Duration::from_secs(30)).await);
     assert_eq!(outcome.ok.get() + outcome.dropped.get(), n as u64);
 }
+
+/// A store written before shadow traffic existed gains the `shadow` column
+/// (migration 4) with its old rows as not shadows; a shadow row keeps its
+/// flag.
+#[tokio::test]
+async fn an_older_store_gains_the_shadow_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u.db");
+    {
+        // The schema as migrations 1–3 left it, with one request row.
+        let mut c = rusqlite::Connection::open(&path).unwrap();
+        c.execute(switchyard::usage::schema::MIGRATIONS_TABLE, [])
+            .unwrap();
+        let tx = c.transaction().unwrap();
+        for (i, m) in switchyard::usage::schema::MIGRATIONS[..3]
+            .iter()
+            .enumerate()
+        {
+            tx.execute_batch(m).unwrap();
+            tx.execute(
+                "INSERT INTO switchyard_migrations (version, applied_at) VALUES (?, 0)",
+                [i as i64 + 1],
+            )
+            .unwrap();
+        }
+        tx.execute(
+            "INSERT INTO usage_requests (request_id, ts, status, outcome, stream, cache, input_tokens, output_tokens, cached_input_tokens, cost_usd, latency_ms, attempts) VALUES ('old', 1, 200, 'ok', 0, 'off', 1, 1, 0, 0.1, 1.0, 1)",
+            [],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let u = cfg(&dir, 90);
+    let store = open(&u, Outcome::new(Default::default(), Default::default())).await;
+    let mut shadow = row(now_ms() - 10, "chat", 0.3);
+    shadow.request_id = "shadow-r".into();
+    shadow.client = Some(Arc::from("_shadow"));
+    shadow.shadow = true;
+    store.send(Write::Row(shadow));
+    assert!(store.flush(Duration::from_secs(10)).await);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let flags: Vec<(String, i64)> = c
+        .prepare("SELECT request_id, shadow FROM usage_requests ORDER BY ts")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(flags, [("old".into(), 0), ("shadow-r".into(), 1)]);
+    // A shadow is never a client's spend.
+    assert_eq!(store.spent("team", 0).await.unwrap(), 0.0);
+}
