@@ -18,8 +18,9 @@ import os
 import statistics
 import sys
 
-TARGETS = ["direct", "nginx", "switchyard", "governed", "cached", "traced", "defaults", "probed"]
-LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64", "o64", "d64", "p64"]
+TARGETS = ["direct", "nginx", "switchyard", "governed", "cached", "traced", "defaults", "probed",
+           "shadowed"]
+LANE_ORDER = ["c1", "c64", "c256", "s64", "g1", "g64", "h64", "o64", "d64", "p64", "sh64"]
 LANE_NAME = {
     "c1": "non-stream c=1",
     "c64": "non-stream c=64",
@@ -31,12 +32,17 @@ LANE_NAME = {
     "o64": "traced non-stream c=64",
     "p64": "probing (20 idle deployments probed each second) non-stream c=64",
     "d64": "defaults (decision log + usage store) non-stream c=64",
+    "sh64": "shadowing (5% of requests also sent to a second deployment) non-stream c=64",
 }
 # The traced lane (OTLP export on, 100% sampling, a collector running) against the plain one.
 TRACE_CPU_LIMIT = 1.15
 # Probes run beside the request path (issue: "no per-request work beyond a few atomic
 # reads"): the probing gateway within 5% of the plain one, which is the runs' own noise.
 PROBE_CPU_LIMIT = 1.05
+# Shadow traffic at 5%: 5% more upstream calls (and their comparison) off the request path; the
+# primary's latency is the plain lane's within the runs' noise.
+SHADOW_CPU_LIMIT = 1.10
+SHADOW_LATENCY_LIMIT = 1.10
 # The cache-hit lane: every request answered from memory, against nginx→mock.
 CACHE_RPS_LIMIT = 1.5
 # The governed lanes (virtual key, budget, rpm/tpm, SQLite usage store) against the plain ones.
@@ -499,6 +505,24 @@ def main():
         checks.append(("Probing: every idle deployment probed about once a second, all answered",
                        f"{probed['probes']} probes ({probed['ok']} ok) in {probed['seconds']} s for 20 deployments",
                        probed["probes"] >= 0.8 * want and probed["ok"] == probed["probes"]))
+    vs_plain(f"Shadowing CPU/request, c=64 (5% of requests shadowed): ≤ {SHADOW_CPU_LIMIT:g}× the plain lane's (same run)",
+             "shadowed", "sh64", SHADOW_CPU_LIMIT)
+    for k in ("p50", "p99"):
+        sv, pv = get("shadowed", "sh64", k), get("switchyard", "sh64", k)
+        name = f"Shadowing {k}, c=64: the primary's within {SHADOW_LATENCY_LIMIT:g}× the plain lane's (same run)"
+        if None not in (sv, pv) and pv:
+            checks.append((name, f"{sv:.3f} / {pv:.3f} ms = {sv / pv:.2f}×", sv / pv <= SHADOW_LATENCY_LIMIT))
+        else:
+            checks.append((name, "lane sh64 not run", None))
+    shadowed = load_json("shadowed.json")
+    if shadowed:
+        # 5% drawn per request: over thousands of requests, between 4% and 6%; none dropped.
+        n, sent = shadowed["requests"], shadowed["shadows"] + shadowed["skipped"] + shadowed["dropped"]
+        share = sent / n if n else 0.0
+        checks.append(("Shadowing: about 5% of the requests shadowed, none dropped or failed",
+                       f"{sent} of {n} = {share * 100:.2f}% ({shadowed['shadows']} sent, {shadowed['errors']} "
+                       f"failed, {shadowed['skipped']} skipped, {shadowed['dropped']} dropped)",
+                       0.04 <= share <= 0.06 and shadowed["dropped"] == 0 and shadowed["errors"] == 0))
     gov = load_json("governed.json")
     if gov:
         ok = gov["rows"] == gov["requests"] and gov["dropped"] == 0

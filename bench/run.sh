@@ -4,7 +4,7 @@
 # See bench/README.md. One command:   bench/run.sh
 # Knobs (env): DURATION (s, default 10), WARMUP (s, 2), REPEATS (3),
 #   LANES ("c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 p64"; opt-in: b64 bs64 v64 vs64, the cloud
-#   lanes), TTFB_N (300 requests per TTFB run, 0 = skip),
+#   lanes, and sh64, shadow traffic), TTFB_N (300 requests per TTFB run, 0 = skip),
 #   C1_SLICES (5: the c=1 lane's DURATION runs as this many slices, targets taking turns),
 #   PIN (1 = pin the load generator to the last CPU; 0 = no pinning),
 #   SKIP_BUILD (1 = use the existing target/release/switchyard),
@@ -15,7 +15,8 @@
 #   TRACE_PORT 18085, TRACE_ADMIN_PORT 19093, OTLP_PORT 14317 (+1: its counts) (the traced
 #   gateway and its OTLP collector, lane o64), DEF_PORT 18086, DEF_ADMIN_PORT 19094 (the
 #   gateway as a team runs it by default, lane d64), PROBE_PORT 18087, PROBE_ADMIN_PORT 19095
-#   (the plain gateway plus 20 idle deployments probed every second, lane p64).
+#   (the plain gateway plus 20 idle deployments probed every second, lane p64), SHADOW_PORT
+#   18088, SHADOW_ADMIN_PORT 19096 (the plain gateway shadowing 5% of requests, lane sh64).
 set -euo pipefail
 
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,6 +45,8 @@ DEF_PORT="${DEF_PORT:-18086}"
 DEF_ADMIN_PORT="${DEF_ADMIN_PORT:-19094}"
 PROBE_PORT="${PROBE_PORT:-18087}"
 PROBE_ADMIN_PORT="${PROBE_ADMIN_PORT:-19095}"
+SHADOW_PORT="${SHADOW_PORT:-18088}"
+SHADOW_ADMIN_PORT="${SHADOW_ADMIN_PORT:-19096}"
 OTLP_PORT="${OTLP_PORT:-14317}"
 # The governed gateway's virtual key (a bench-only value, not a secret).
 GOV_KEY="sy-bench-governed-key"
@@ -63,8 +66,8 @@ LOG_TAG=bench
 source "$BENCH/lib.sh"
 
 for l in $LANES; do
-  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64|d64|p64|b64|bs64|v64|vs64) ;;
-    *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 p64 b64 bs64 v64 vs64)";; esac
+  case "$l" in c1|c64|c256|s64|t64|ts64|g1|g64|h64|o64|d64|p64|sh64|b64|bs64|v64|vs64) ;;
+    *) die "unknown lane '$l' (known: c1 c64 c256 s64 t64 ts64 g1 g64 h64 o64 d64 p64 sh64 b64 bs64 v64 vs64)";; esac
 done
 [ "$REPEATS" -ge 1 ] || die "REPEATS must be >= 1"
 [ "$C1_SLICES" -ge 1 ] || die "C1_SLICES must be >= 1"
@@ -118,7 +121,8 @@ else
 fi
 
 for p in "$MOCK_PORT" "$NGINX_PORT" "$GW_PORT" "$ADMIN_PORT" "$GOV_PORT" "$GOV_ADMIN_PORT" "$CACHE_PORT" "$CACHE_ADMIN_PORT" \
-         "$TRACE_PORT" "$TRACE_ADMIN_PORT" "$OTLP_PORT" "$((OTLP_PORT + 1))" "$DEF_PORT" "$DEF_ADMIN_PORT" "$PROBE_PORT" "$PROBE_ADMIN_PORT"; do
+         "$TRACE_PORT" "$TRACE_ADMIN_PORT" "$OTLP_PORT" "$((OTLP_PORT + 1))" "$DEF_PORT" "$DEF_ADMIN_PORT" "$PROBE_PORT" "$PROBE_ADMIN_PORT" \
+         "$SHADOW_PORT" "$SHADOW_ADMIN_PORT"; do
   port_busy "$p" && die "port $p on 127.0.0.1 is already in use"
 done
 
@@ -349,6 +353,14 @@ for line in open(src).read().splitlines():
 open(dst, "w").write("\n".join(out) + "\n")
 PY
 [ "$(grep -c "probe: { every: 1s }" "$RES/probed.yaml")" = 20 ] || die "probed.yaml: not 20 probed providers"
+# The shadowing gateway: the plain one, its route also copying 5% of its requests, after each
+# answer, to a second deployment on the same mock (lane sh64: the primary with shadow traffic on).
+sed -e "s/listen: 127.0.0.1:$GW_PORT, admin_listen: 127.0.0.1:$ADMIN_PORT/listen: 127.0.0.1:$SHADOW_PORT, admin_listen: 127.0.0.1:$SHADOW_ADMIN_PORT/" \
+    -e 's|^  - { id: mock/gpt-4o-mini, provider: mock, model: gpt-4o-mini, capabilities: \[streaming\] }$|&\n  - { id: mock/shadow, provider: mock, model: gpt-4o-mini-shadow }|' \
+    -e 's|^  chat: { strategy: priority, targets: \[mock/gpt-4o-mini\] }$|  chat: { strategy: priority, targets: [mock/gpt-4o-mini], shadow: { target: mock/shadow, share: 0.05 } }|' \
+    "$RES/switchyard.yaml" >"$RES/shadowed.yaml"
+grep -q "id: mock/shadow," "$RES/shadowed.yaml" && grep -q "shadow: { target: mock/shadow, share: 0.05 }" "$RES/shadowed.yaml" \
+  || die "shadowed.yaml: no shadow deployment or no shadow on route chat"
 # The cloud lanes' providers go into the plain gateway only (added after the configs above were
 # derived from it, so no other gateway signs or fetches a token), and only when a cloud lane runs.
 if [ "$CL_ON" = 1 ]; then
@@ -412,6 +424,10 @@ fi
 PROBE_PID=""
 if has_lane p64; then
   start_gateway probed "$RES/probed.yaml" "$PROBE_ADMIN_PORT" "$PROBE_PORT"; PROBE_PID=$STARTED_PID
+fi
+SHADOW_PID=""
+if has_lane sh64; then
+  start_gateway shadowed "$RES/shadowed.yaml" "$SHADOW_ADMIN_PORT" "$SHADOW_PORT"; SHADOW_PID=$STARTED_PID
 fi
 DEF_PID=""
 if has_lane d64; then
@@ -564,7 +580,7 @@ if [ "$CL_ON" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- measuring helpers
-target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; defaults) echo "$DEF_PORT";; probed) echo "$PROBE_PORT";; esac; }
+target_port() { case "$1" in direct) echo "$MOCK_PORT";; nginx) echo "$NGINX_PORT";; switchyard) echo "$GW_PORT";; governed) echo "$GOV_PORT";; cached) echo "$CACHE_PORT";; traced) echo "$TRACE_PORT";; defaults) echo "$DEF_PORT";; probed) echo "$PROBE_PORT";; shadowed) echo "$SHADOW_PORT";; esac; }
 # The header a target's requests carry (the governed gateway's virtual key).
 target_hdr() { case "$1" in governed) echo "authorization: Bearer $GOV_KEY";; *) echo "";; esac; }
 # PIDs of the proxy under test (none for direct)
@@ -577,6 +593,7 @@ proxy_pids() {
     traced) echo "$TRACE_PID";;
     defaults) echo "$DEF_PID";;
     probed) echo "$PROBE_PID";;
+    shadowed) echo "$SHADOW_PID";;
   esac
 }
 
@@ -773,7 +790,7 @@ REFS=""
 for lane in $LANES; do
   case "$lane" in
     t64|ts64) NRUNS=$((NRUNS + 8));;
-    g64|h64|o64|d64|p64) NRUNS=$((NRUNS + 2));;
+    g64|h64|o64|d64|p64|sh64) NRUNS=$((NRUNS + 2));;
     *) NRUNS=$((NRUNS + 3));;
   esac
   ref="$(ref_lane "$lane")"
@@ -835,6 +852,12 @@ for rep in $(seq "$REPEATS"); do
         # The same requests as the plain lane, while 20 idle deployments are probed each second.
         for target in switchyard probed; do
           measure "$target" p64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
+            64 "$BODY_NS" "" "$rep"
+        done;;
+      sh64)
+        # The same requests as the plain lane, 5% of them also sent to the shadow deployment.
+        for target in switchyard shadowed; do
+          measure "$target" sh64 "http://127.0.0.1:$(target_port "$target")/v1/chat/completions" \
             64 "$BODY_NS" "" "$rep"
         done;;
       g64)
@@ -929,6 +952,25 @@ print(json.dumps({"probes": int(total("switchyard_probes_total{")),
                   "seconds": int(sys.argv[2])}))
 PY
   log "probed: $(cat "$RAW/probed.json")"
+fi
+if [ -n "$SHADOW_PID" ]; then
+  # The shadowing gateway's requests against the shadows it queued, sent, skipped and dropped
+  # (after the last queued ones went out).
+  sleep 1
+  python3 - "http://127.0.0.1:$SHADOW_ADMIN_PORT" >"$RAW/shadowed.json" <<'PY'
+import json, sys, urllib.request
+base = sys.argv[1]
+text = urllib.request.urlopen(base + "/metrics").read().decode()
+total = lambda pre: sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(pre))
+s = json.loads(urllib.request.urlopen(base + "/admin/shadow").read())
+row = next((r for r in s["shadows"] if r["route"] == "chat"), {})
+print(json.dumps({"requests": int(total("switchyard_requests_total{")),
+                  "shadows": row.get("requests", 0), "errors": row.get("errors", 0),
+                  "skipped": row.get("skipped", 0), "dropped": row.get("dropped", 0),
+                  "queued": s.get("queued", 0),
+                  "primary_p50_ms": row.get("primary_p50_ms"), "shadow_p50_ms": row.get("shadow_p50_ms")}))
+PY
+  log "shadowed: $(cat "$RAW/shadowed.json")"
 fi
 if [ "$CL_ON" = 1 ]; then
   # The mock's counters over the whole run: the Vertex token endpoint's requests (the harness's
