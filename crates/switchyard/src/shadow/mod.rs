@@ -88,11 +88,14 @@ struct Inner {
     cfg: ShadowTraffic,
     /// Jobs queued since start.
     enqueued: AtomicU64,
-    tallies: Mutex<BTreeMap<(Arc<str>, Arc<str>), Tally>>,
+    tallies: Mutex<BTreeMap<Pairing, Tally>>,
     metrics: Arc<Metrics>,
     usage: Option<Arc<UsageStore>>,
     schemas: crate::contract::Schemas,
 }
+
+/// A route and its shadow target: what the figures are kept by.
+type Pairing = (Arc<str>, Arc<str>);
 
 /// One shadow to send.
 struct Job {
