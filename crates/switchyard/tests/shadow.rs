@@ -26,6 +26,7 @@ routes:
   chat: { targets: [main/m], shadow: { target: side/s, share: 1.0 } }
   extract: { targets: [main/m], shadow: { target: side/s, share: 1.0 } }
   plain: { targets: [main/m] }
+  guarded: { targets: [main/m], contract: { on_violation: repair }, shadow: { target: side/s, share: 1.0 } }
 clients:
   - { id: team, key_env: CLIENT_KEY, budget: { usd: 100, per: day } }
 "#;
@@ -288,8 +289,9 @@ async fn the_figures_follow_the_script_and_the_ledger_keeps_shadows_apart() {
 }
 
 /// The client's answer never waits for its shadow: with the shadow target
-/// taking 2 s, every client request (whole or streamed) is back well
-/// before, and its shadow is sent after it — a stream's only once it ended.
+/// taking 2 s, every client request (whole or streamed, at the OpenAI and
+/// the Anthropic door) is back well before, and each is shadowed and
+/// compared after it.
 #[tokio::test]
 async fn the_primary_never_waits_for_its_shadow() {
     const SLOW: Duration = Duration::from_secs(2);
@@ -297,17 +299,27 @@ async fn the_primary_never_waits_for_its_shadow() {
     t.shadow
         .set_default(Behavior::default().latency(SLOW.as_millis() as u64));
     let mut took = Vec::new();
-    for stream in [false, true, false, true] {
+    // OpenAI's door, then Anthropic's: whole, streamed, whole, streamed.
+    for (anthropic, stream) in [(false, false), (false, true), (true, false), (true, true)] {
         let started = Instant::now();
-        let r = t
-            .send(json!({"model": "chat", "stream": stream, "messages": common::user("hello")}))
-            .await;
+        let r = if anthropic {
+            reqwest::Client::new()
+                .post(t.h.url("/v1/messages"))
+                .bearer_auth("client-secret")
+                .header("anthropic-version", "2023-06-01")
+                .json(&json!({"model": "chat", "max_tokens": 64, "stream": stream, "messages": common::user("hello")}))
+                .send()
+                .await
+                .unwrap()
+        } else {
+            t.send(json!({"model": "chat", "stream": stream, "messages": common::user("hello")}))
+                .await
+        };
         assert_eq!(r.status(), 200);
         let body = r.text().await.unwrap();
         took.push(started.elapsed());
-        if stream {
-            assert!(body.contains("[DONE]"), "{body}");
-        }
+        let end = if anthropic { "message_stop" } else { "[DONE]" };
+        assert_eq!(body.contains(end), stream, "{body}");
     }
     for (i, d) in took.iter().enumerate() {
         assert!(
@@ -376,6 +388,41 @@ async fn a_stream_is_shadowed_after_its_end_and_not_when_cut() {
     let all = t.h.admin_json("/admin/shadow").await;
     assert_eq!(all["enqueued"], 1, "{all}");
     assert_eq!(t.shadow.request_count(), 1);
+}
+
+/// A stream held under a response contract (repaired before it went out)
+/// is shadowed with the client's own request, and compared with the answer
+/// the client got.
+#[tokio::test]
+async fn a_stream_held_under_a_contract_is_shadowed_with_the_clients_request() {
+    let t = start("").await;
+    let (good, bad) = (r#"{"name":"alpha"}"#, r#"{"name":5}"#);
+    t.h.mock.script(
+        [bad, good]
+            .iter()
+            .map(|text| scripted(answer(Some(text), &[], "stop", (10, 20))))
+            .collect(),
+    );
+    t.shadow
+        .script(vec![scripted(answer(Some(good), &[], "stop", (10, 20)))]);
+    let schema = json!({"type": "json_schema", "json_schema": {"name": "thing", "schema": {
+        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}});
+    let r = t
+        .send(json!({"model": "guarded", "stream": true, "messages": common::user("name it"), "response_format": schema}))
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(common::sse_text(&r.text().await.unwrap()), good);
+    let row = t.shadowed("guarded", 1).await;
+    assert_eq!(row["compared"], 1, "{row}");
+    assert!(close(f(&row["schema_validity"]), 1.0), "{row}");
+    assert!(
+        close(f(&row["text_similarity"]), 1.0),
+        "the repaired answer: {row}"
+    );
+    // The client's request, not the repair's (which appended the error).
+    let sent = t.shadow.requests();
+    let j = sent[0].json.as_ref().unwrap();
+    assert_eq!(j["messages"], common::user("name it"), "{j}");
 }
 
 /// A tiny queue and a slow shadow target: what does not fit is dropped and
