@@ -17,7 +17,7 @@ async fn gateway(path: &Path) -> server::Running {
         config::load_file(path).unwrap(),
         server::Options {
             decisions: DecisionSink::Off,
-            config_path: Some(path.to_path_buf()),
+            config_source: Some(config::source::Source::File(path.into())),
             workers: server::Workers::Current,
         },
     )

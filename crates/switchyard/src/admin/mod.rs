@@ -10,6 +10,7 @@ use crate::live::Live;
 
 pub mod auth;
 pub mod dashboard;
+pub mod etcd_source;
 pub mod governance;
 pub mod reload;
 pub mod watch;
@@ -56,7 +57,8 @@ pub async fn metrics(State(app): State<App>, headers: http::HeaderMap) -> Respon
     ([(http::header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-/// `POST /admin/reload[?canary=N&for=D]`: the config file now, or as a
+/// `POST /admin/reload[?canary=N&for=D]`: the config's source (its file or
+/// its etcd key) read again and applied now, or as a
 /// canary serving N% of requests for D (default 10m) first.
 pub async fn reload(
     State(app): State<App>,
@@ -69,7 +71,7 @@ pub async fn reload(
             return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
         }
     };
-    match reload::from_file_as(&app, canary).await {
+    match reload::from_source_as(&app, canary).await {
         Ok(version) => {
             let mut body = serde_json::json!({"result": "ok", "config_version": version});
             // A canary (asked here, or as the config in force says).
