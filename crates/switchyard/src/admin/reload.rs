@@ -9,10 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
 use crate::app::App;
 use crate::config;
 use crate::config::source::Source;
-use crate::live::canary::{Run, Verdict};
+use crate::live::canary::{self, Run, Verdict};
 use crate::live::Live;
 use crate::observe::metrics::ResultLabels;
 
@@ -82,14 +84,20 @@ pub async fn read(source: &Source) -> Result<String, String> {
 /// does. An unreadable source is left for its next change (a file
 /// mid-rename, deleted; an etcd that is away is read again by its watcher
 /// when it is back).
-pub async fn on_change(app: &App) {
-    let Some(source) = &app.config_source else {
-        return;
-    };
-    let Ok(src) = read(source).await else {
-        return;
-    };
-    on_text(app, &source.to_string(), &src).await;
+///
+/// Boxed: a canary's judge task calls it when the canary ends, and the
+/// reload it makes can start the next canary's task — a cycle the compiler
+/// cannot prove `Send` through unless one link has a named type.
+pub fn on_change(app: &App) -> BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let Some(source) = &app.config_source else {
+            return;
+        };
+        let Ok(src) = read(source).await else {
+            return;
+        };
+        on_text(app, &source.to_string(), &src).await;
+    })
 }
 
 /// A new text from the source (`name` in diagnostics): reload as the config
@@ -168,7 +176,7 @@ async fn from_text(
             }
             match canary {
                 None => Ok(swap(app, Arc::new(live))),
-                Some(ask) => begin_canary(app, Arc::new(live), ask),
+                Some(ask) => begin_canary(app, Arc::new(live), ask).await,
             }
         }
         Err(errors) => Err(rejected(app, errors)),
@@ -176,17 +184,24 @@ async fn from_text(
 }
 
 /// Serves `live` beside the config in force and judges it until it is
-/// promoted or rolled back.
-fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Vec<String>> {
+/// promoted or rolled back. In a fleet, on the terms of the first instance
+/// to start the same run (`live::canary`).
+async fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Vec<String>> {
     let version = live.config.version.clone();
-    let run = Run::new(live, &app.live.load(), ask.share, ask.lasts);
+    let now = app.live.load_full();
+    let shared = now.registry.shared.clone();
+    let run_id = canary::fleet_run(&live.version, &now.version);
+    let terms = shared
+        .canary_terms(&run_id, canary::proposed(ask.share, ask.lasts))
+        .await;
+    let run = Run::new(live, &now, terms);
     let Some(run) = app.canary.start(run) else {
         return Err(rejected(app, vec![CANARY_RUNNING.into()]));
     };
     tracing::info!(
         config_version = %version,
-        share = ask.share,
-        lasts_s = ask.lasts.as_secs_f64(),
+        share = run.share,
+        promoted_in_s = run.until.saturating_duration_since(run.started_at).as_secs_f64(),
         "canary config serving beside the one in force"
     );
     let app = app.clone();
@@ -194,7 +209,7 @@ fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Ve
         let mut tick = tokio::time::interval(JUDGE_EVERY);
         loop {
             tick.tick().await;
-            let verdict = run.verdict(tokio::time::Instant::now());
+            let verdict = run.judge(&*shared, tokio::time::Instant::now()).await;
             if verdict == Verdict::Continue {
                 continue;
             }
