@@ -1,6 +1,8 @@
 //! Canary reloads (contract §11): a new config serves a share of requests
 //! beside the one in force, is rolled back by itself when it does worse,
-//! and promoted after its time when it does not.
+//! and promoted after its time when it does not — in a fleet, on every
+//! instance alike (`fleet::`: two gateway processes on one etcd key and
+//! one real Redis).
 
 mod common;
 
