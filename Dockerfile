@@ -3,6 +3,9 @@
 #   docker run -p 8080:8080 -p 127.0.0.1:9090:9090 -v $PWD/switchyard.yaml:/etc/switchyard/switchyard.yaml:ro switchyard
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
+# protoc: the etcd client's build compiles etcd's .proto files.
+RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler \
+    && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cargo build --release --locked -p switchyard --bin switchyard
 

@@ -38,6 +38,7 @@ if [ ! -x "$OHA" ]; then
     || die "oha failed to build (see bench/results/oha-install.log)"
 fi
 if [ "$SKIP_BUILD" != 1 ]; then
+  command -v protoc >/dev/null || apt_install protobuf-compiler   # the etcd client's build compiles .proto files
   log "cargo build --release -p switchyard"
   mkdir -p "$RES"
   (cd "$ROOT" && cargo build --release -p switchyard >"$RES/chaos-build.log" 2>&1) \

@@ -97,6 +97,7 @@ OHA="$TOOLS/bin/oha"
 
 # ---------------------------------------------------------------- build
 if [ "$SKIP_BUILD" != 1 ]; then
+  command -v protoc >/dev/null || apt_install protobuf-compiler   # the etcd client's build compiles .proto files
   log "cargo build --release -p switchyard"
   (cd "$ROOT" && cargo build --release -p switchyard --bin switchyard >"$RES/fleet-build.log" 2>&1) \
     || die "build failed; see bench/results/fleet-build.log"

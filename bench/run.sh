@@ -97,6 +97,7 @@ if [ "$LOADGEN" = wrk ] && ! command -v wrk >/dev/null; then apt_install wrk; fi
 
 # ---------------------------------------------------------------- build
 if [ "$SKIP_BUILD" != 1 ]; then
+  command -v protoc >/dev/null || apt_install protobuf-compiler   # the etcd client's build compiles .proto files
   for attempt in 1 2 3; do
     log "cargo build --release -p switchyard (attempt $attempt)"
     if (cd "$ROOT" && cargo build --release -p switchyard --bin switchyard --example usage_writer --example otlp_sink >"$RES/build.log" 2>&1); then break; fi

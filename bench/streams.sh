@@ -62,6 +62,7 @@ fi
 
 # ---------------------------------------------------------------- build
 if [ "$SKIP_BUILD" != 1 ]; then
+  command -v protoc >/dev/null || apt_install protobuf-compiler   # the etcd client's build compiles .proto files
   log "cargo build --release -p switchyard -p switchyard-bench-probe"
   (cd "$ROOT" && cargo build --release -p switchyard --bin switchyard \
      -p switchyard-bench-probe --bin streamhold >"$RES/streams-build.log" 2>&1) \

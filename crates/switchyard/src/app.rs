@@ -2,8 +2,6 @@
 //! snapshot, the sinks, the stores — and the request's scope it starts
 //! (`request_ctx`). Which handler serves which path is `routes`.
 
-use std::path::Path;
-
 use std::sync::Arc;
 
 use crate::live::Live;
@@ -17,8 +15,10 @@ pub struct App {
     pub live: SharedLive,
     /// Where every finished request goes (decision log, metrics).
     pub sinks: crate::sinks::Sinks,
-    /// Where `POST /admin/reload` and SIGHUP read the config from.
-    pub config_path: Option<Arc<Path>>,
+    /// Where the config comes from (a file, an etcd key): what
+    /// `POST /admin/reload` and SIGHUP read, and what is watched. `None`
+    /// for the built-in demo.
+    pub config_source: Option<crate::config::source::Source>,
     pub metrics: Arc<Metrics>,
     /// Stored Responses-API answers (`previous_response_id`, `GET /v1/responses/{id}`).
     pub responses: Arc<dyn crate::state::responses::ResponseStore>,

@@ -1,37 +1,58 @@
 //! What each command does, kept out of `main.rs` so tests can call it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use crate::config::source::Source;
 use crate::config::{self, LogFormat};
 use crate::observe::decision_log::DecisionSink;
 use crate::{demo, observe, server};
 
-/// `switchyard check --config FILE`: every problem, or `ok`; warnings
-/// (a key written in clear) are shown either way and do not fail it.
-pub fn check(path: &Path) -> ExitCode {
-    match config::load_file(path) {
+/// `switchyard check --config FILE|etcd://HOST:PORT/KEY`: every problem,
+/// or `ok`; warnings (a key written in clear) are shown either way and do
+/// not fail it.
+pub async fn check(source: &Source) -> ExitCode {
+    match load(source).await {
         Ok(cfg) => {
             for w in &cfg.warnings {
                 eprintln!("{}", w.warning_line());
             }
             println!(
-                "{}: ok ({} providers, {} deployments, {} routes)",
-                path.display(),
+                "{source}: ok ({} providers, {} deployments, {} routes)",
                 cfg.providers.len(),
                 cfg.deployments.len(),
                 cfg.routes.len()
             );
             ExitCode::SUCCESS
         }
-        Err(diags) => {
-            for d in &diags {
-                eprintln!("{d}");
+        Err(problems) => {
+            for p in &problems {
+                eprintln!("{p}");
             }
-            eprintln!("{} problem(s) found", diags.len());
+            eprintln!("{} problem(s) found", problems.len());
             ExitCode::FAILURE
         }
     }
+}
+
+/// The config `source` names, read and validated (`${VAR}` from the
+/// environment), or every problem as a line. A file that cannot be read,
+/// or an etcd that does not answer, is one problem.
+pub async fn load(source: &Source) -> Result<config::Config, Vec<String>> {
+    let text = crate::admin::reload::read(source)
+        .await
+        .map_err(|e| vec![e])?;
+    config::load_str(&text, &source.to_string(), &|var| std::env::var(var).ok())
+        .map_err(|ds| ds.iter().map(ToString::to_string).collect())
+}
+
+/// `--config`: a file, else `./switchyard.yaml` if there is one.
+fn or_local(source: Option<Source>) -> Option<Source> {
+    source.or_else(|| {
+        let local = Path::new("switchyard.yaml");
+        local.exists().then(|| Source::File(Arc::from(local)))
+    })
 }
 
 /// `serve --listen` / `--admin-listen`: they set `SWITCHYARD_LISTEN` /
@@ -51,21 +72,21 @@ pub fn listen_flags(listen: Option<&str>, admin_listen: Option<&str>) {
     }
 }
 
-/// `switchyard serve [--config FILE] [--listen ADDR] [--admin-listen ADDR]`
-/// (see [`listen_flags`] for the addresses).
-pub async fn serve(path: Option<PathBuf>) -> ExitCode {
-    let path = path.or_else(|| {
-        let local = PathBuf::from("switchyard.yaml");
-        local.exists().then_some(local)
-    });
-    let (config, _demo) = match &path {
-        Some(p) => match config::load_file(p) {
+/// `switchyard serve [--config FILE|etcd://HOST:PORT/KEY] [--listen ADDR]
+/// [--admin-listen ADDR]` (see [`listen_flags`] for the addresses). A config
+/// in etcd must be read at start-up: there is no last good version to
+/// serve yet, so an etcd that does not answer stops the start with an
+/// error (and a non-zero exit, for the supervisor to try again).
+pub async fn serve(source: Option<Source>) -> ExitCode {
+    let source = or_local(source);
+    let (config, _demo) = match &source {
+        Some(s) => match load(s).await {
             Ok(c) => (c, None),
-            Err(diags) => {
-                for d in &diags {
-                    eprintln!("{d}");
+            Err(problems) => {
+                for p in &problems {
+                    eprintln!("{p}");
                 }
-                eprintln!("config rejected: {} problem(s)", diags.len());
+                eprintln!("config rejected: {} problem(s)", problems.len());
                 return ExitCode::FAILURE;
             }
         },
@@ -91,7 +112,7 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
         config,
         server::Options {
             decisions,
-            config_path: path.clone(),
+            config_source: source.clone(),
             workers: server::Workers::PerCore(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),
@@ -106,7 +127,7 @@ pub async fn serve(path: Option<PathBuf>) -> ExitCode {
         }
     };
     tracing::info!(listen = %running.addr, admin = %running.admin_addr, "switchyard is listening");
-    if path.is_none() {
+    if source.is_none() {
         println!("\nswitchyard demo is up: mock OpenAI, Anthropic and Gemini providers run in this process.");
         println!(
             "API  {}    admin {}\n",
@@ -166,26 +187,22 @@ pub enum UsageFormat {
     Json,
 }
 
-/// `switchyard usage [--config FILE] [--since T] [--until T] [--group-by G] [--format F]`:
+/// `switchyard usage [--config FILE|etcd://…] [--since T] [--until T] [--group-by G] [--format F]`:
 /// what `GET /admin/usage` answers, read straight from the store.
 pub async fn usage(
-    path: Option<PathBuf>,
+    source: Option<Source>,
     since: Option<String>,
     until: Option<String>,
     group_by: Option<String>,
     format: UsageFormat,
 ) -> ExitCode {
-    let path = path.or_else(|| {
-        let local = PathBuf::from("switchyard.yaml");
-        local.exists().then_some(local)
-    });
     // No config: the demo's store (`switchyard.db` here).
-    let usage_cfg = match &path {
-        Some(p) => match config::load_file(p) {
+    let usage_cfg = match &or_local(source) {
+        Some(s) => match load(s).await {
             Ok(c) => c.usage,
-            Err(diags) => {
-                for d in &diags {
-                    eprintln!("{d}");
+            Err(problems) => {
+                for p in &problems {
+                    eprintln!("{p}");
                 }
                 return ExitCode::FAILURE;
             }

@@ -1,9 +1,9 @@
 //! The `switchyard` command: parses arguments and calls into the library.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use switchyard::config::source::Source;
 
 // glibc malloc showed up at ~10% of the gateway's CPU under load; mimalloc's
 // thread-local free lists suit many small short-lived request allocations.
@@ -34,9 +34,11 @@ struct Cli {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// Config file (default: ./switchyard.yaml if there is one, else the built-in demo).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    /// Config file, or etcd://HOST:PORT/KEY for a config kept in etcd (read,
+    /// then watched); default: ./switchyard.yaml if there is one, else the
+    /// built-in demo.
+    #[arg(long, value_name = "FILE|etcd://HOST:PORT/KEY", value_parser = Source::parse)]
+    config: Option<Source>,
     /// The client API's address, e.g. 0.0.0.0:8080: replaces `server.listen`
     /// (and SWITCHYARD_LISTEN).
     #[arg(long, value_name = "ADDR")]
@@ -51,15 +53,16 @@ struct ServeArgs {
 enum Command {
     /// Run the gateway (the built-in demo when there is no config).
     Serve(ServeArgs),
-    /// Validate a config: print every problem with file:line:column.
+    /// Validate a config (a file, or etcd://HOST:PORT/KEY): print every
+    /// problem with file:line:column.
     Check {
-        #[arg(long)]
-        config: PathBuf,
+        #[arg(long, value_name = "FILE|etcd://HOST:PORT/KEY", value_parser = Source::parse)]
+        config: Source,
     },
     /// Tokens, requests and cost per group, from the usage store.
     Usage {
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[arg(long, value_name = "FILE|etcd://HOST:PORT/KEY", value_parser = Source::parse)]
+        config: Option<Source>,
         /// RFC 3339, a date, or a duration back from now (`24h`, `7d`).
         #[arg(long)]
         since: Option<String>,
@@ -84,11 +87,9 @@ fn main() -> ExitCode {
         // Before any thread starts: the flags go through the environment.
         switchyard::cli::listen_flags(args.listen.as_deref(), args.admin_listen.as_deref());
     }
-    if let Command::Check { config } = &command {
-        return switchyard::cli::check(config);
-    }
     // `serve`: client traffic runs on per-core worker runtimes (see
     // `server`); this runtime only carries the admin listener and signals.
+    // `check`, `usage`: a config in etcd is read on it.
     // `mock`: the mock providers use every core.
     let mut builder = match command {
         Command::Mock { .. } => tokio::runtime::Builder::new_multi_thread(),
@@ -119,7 +120,7 @@ fn main() -> ExitCode {
                 };
                 switchyard::cli::usage(config, since, until, group_by, format).await
             }
-            Command::Check { .. } => ExitCode::SUCCESS,
+            Command::Check { config } => switchyard::cli::check(&config).await,
         }
     })
 }

@@ -12,7 +12,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -39,7 +38,8 @@ pub enum Workers {
 
 pub struct Options {
     pub decisions: DecisionSink,
-    pub config_path: Option<PathBuf>,
+    /// Where the config came from: reloaded from there, and watched.
+    pub config_source: Option<crate::config::source::Source>,
     pub workers: Workers,
 }
 
@@ -129,7 +129,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
     let app = App {
         live: Arc::new(ArcSwap::from_pointee(live)),
         sinks: crate::sinks::Sinks::new(sinks),
-        config_path: opts.config_path.map(Arc::from),
+        config_source: opts.config_source,
         metrics,
         responses: response_store(&usage, &live_usage, &*shared),
         usage,
@@ -153,9 +153,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         crate::reliability::probe::spawn(app.live.clone(), app.sinks.clone(), shutdown.clone()),
     ];
     tasks.extend(shadow_workers);
-    if let Some(w) = crate::admin::watch::watch(app.clone(), shutdown.clone()) {
-        tasks.push(w);
-    }
+    tasks.extend(watch_source(&app, &shutdown));
     let live = app.live.clone();
     let report = Arc::new(move || {
         let l = live.load();
@@ -212,6 +210,19 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         tasks,
         threads,
     })
+}
+
+/// The config's source watched: a file's folder, or an etcd key.
+fn watch_source(app: &App, stop: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+    use crate::config::source::Source;
+    match app.config_source.clone()? {
+        Source::File(path) => crate::admin::watch::watch(app.clone(), path, stop.clone()),
+        Source::Etcd(at) => Some(crate::admin::etcd_source::watch(
+            app.clone(),
+            at,
+            stop.clone(),
+        )),
+    }
 }
 
 /// The OTLP trace export, when `observability.otlp_endpoint` is set. Built
@@ -622,7 +633,7 @@ fn sighup_reload(app: App, stop: CancellationToken) -> tokio::task::JoinHandle<(
                 _ = stop.cancelled() => return,
                 got = hup.recv() => {
                     if got.is_none() { return; }
-                    let _ = crate::admin::reload::from_file(&app).await;
+                    let _ = crate::admin::reload::from_source(&app).await;
                 }
             }
         }

@@ -651,7 +651,7 @@ async fn the_demo_caches_deterministic_requests() {
         config,
         switchyard::server::Options {
             decisions: switchyard::observe::decision_log::DecisionSink::Off,
-            config_path: None,
+            config_source: None,
             workers: switchyard::server::Workers::Current,
         },
     )

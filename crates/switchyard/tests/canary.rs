@@ -1,6 +1,8 @@
 //! Canary reloads (contract §11): a new config serves a share of requests
 //! beside the one in force, is rolled back by itself when it does worse,
-//! and promoted after its time when it does not.
+//! and promoted after its time when it does not — in a fleet, on every
+//! instance alike (`fleet::`: two gateway processes on one etcd key and
+//! one real Redis).
 
 mod common;
 
@@ -17,7 +19,7 @@ async fn gateway(path: &Path) -> server::Running {
         config::load_file(path).unwrap(),
         server::Options {
             decisions: DecisionSink::Off,
-            config_path: Some(path.to_path_buf()),
+            config_source: Some(config::source::Source::File(path.into())),
             workers: server::Workers::Current,
         },
     )
@@ -281,4 +283,202 @@ async fn a_canary_that_does_not_load_or_asks_wrongly_never_starts() {
     assert_eq!((status, &body["result"]), (200, &json!("ok")), "{body}");
     assert_eq!(ask(&gw, "y").await, 200);
     gw.shutdown().await;
+}
+
+/// Two instances of one fleet (`state.backend: redis`) on one etcd key.
+mod fleet {
+    use std::sync::Arc;
+
+    use super::common;
+    use common::etcd::Etcd;
+    use common::instance::{metric, Instance};
+    use common::redis::Redis;
+    use serde_json::{json, Value};
+    use switchyard::config::text_version;
+    use switchyard_mock::MockServer;
+
+    /// One pair at a time: four debug-build gateways at once on two cores
+    /// would slow the judge ticks they are timed by.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    const KEY: &str = "fleet/config";
+
+    fn yaml(mock: &MockServer, redis: &Redis, routes: &str, rollout: &str) -> String {
+        format!(
+            "usage: {{ store: off }}\nstate: {{ backend: redis, redis_url: \"{}\" }}\nproviders:\n  mock: {{ protocol: openai, base_url: \"{}/v1\" }}\n  dead: {{ protocol: openai, base_url: \"http://127.0.0.1:1/v1\" }}\nmodels:\n  - {{ id: mock/a, provider: mock, model: a }}\n  - {{ id: dead/a, provider: dead, model: a }}\nroutes:\n{routes}reload: {rollout}\n",
+            redis.url(),
+            mock.base_url()
+        )
+    }
+
+    /// Both instances started on the key's value, each seeing the other
+    /// on the shared state.
+    async fn pair(etcd: &Etcd, text: &str, mock: &Arc<MockServer>) -> (Instance, Instance) {
+        etcd.put(KEY, text).await;
+        let a = Instance::start_from(mock.clone(), "a", &etcd.url(KEY), &[]).await;
+        let b = Instance::start_from(mock.clone(), "b", &etcd.url(KEY), &[]).await;
+        for gw in [&a, &b] {
+            common::eventually(
+                || async {
+                    let s = gw.admin_json("/admin/state").await;
+                    s["shared_state"] == "redis"
+                        && s["instances"].as_array().map(Vec::len) == Some(2)
+                },
+                "both instances on the shared state",
+            )
+            .await;
+        }
+        (a, b)
+    }
+
+    async fn ask(gw: &Instance, model: &str) -> u16 {
+        reqwest::Client::new()
+            .post(gw.url("/v1/chat/completions"))
+            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    async fn canary(gw: &Instance) -> Option<Value> {
+        gw.admin_json("/admin/state").await.get("canary").cloned()
+    }
+
+    /// Requests of both versions in a canary view's `key` (`versions`:
+    /// this instance's, `fleet_versions`: the fleet's).
+    fn requests(canary: &Value, key: &str) -> u64 {
+        canary[key].as_array().map_or(0, |vs| {
+            vs.iter().filter_map(|v| v["requests"].as_u64()).sum()
+        })
+    }
+
+    /// The new version reaches both instances as a canary on one deadline.
+    async fn both_in_canary(a: &Instance, b: &Instance) -> (Value, Value) {
+        let ca = common::eventually_some(|| canary(a), "a canary on a").await;
+        let cb = common::eventually_some(|| canary(b), "a canary on b").await;
+        assert_eq!(
+            ca["promoted_at_ms"], cb["promoted_at_ms"],
+            "one deadline for the fleet: {ca} {cb}"
+        );
+        assert_eq!(ca["share"], cb["share"]);
+        (ca, cb)
+    }
+
+    /// Traffic goes to instance `a` only, where half of it fails on the
+    /// canary: `a` rolls it back, and so does `b` — whose own counts
+    /// (none) and deadline (ten minutes on) would have kept it going.
+    /// Alone, each instance would set a deadline of its own, and `b`,
+    /// judging its own counts, would never roll back.
+    #[tokio::test]
+    async fn a_failing_canary_rolls_back_on_every_instance_of_a_fleet() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let (etcd, redis) = (Etcd::start().await, Redis::start());
+        let mock = Arc::new(MockServer::start("127.0.0.1:0").await.unwrap());
+        let rollout = "{ canary: 50, for: 10m }";
+        let v1 = yaml(&mock, &redis, "  chat: { targets: [mock/a] }\n", rollout);
+        let (a, b) = pair(&etcd, &v1, &mock).await;
+
+        let v2 = yaml(&mock, &redis, "  chat: { targets: [dead/a] }\n", rollout);
+        etcd.put(KEY, &v2).await;
+        both_in_canary(&a, &b).await;
+
+        common::eventually(
+            || async {
+                for _ in 0..4 {
+                    ask(&a, "chat").await;
+                }
+                canary(&a).await.is_none()
+            },
+            "the failing canary rolled back on a",
+        )
+        .await;
+        common::eventually(
+            || async { canary(&b).await.is_none() },
+            "the canary rolled back on b, which served none of it",
+        )
+        .await;
+        for gw in [&a, &b] {
+            let state = gw.admin_json("/admin/state").await;
+            assert_eq!(state["config_version"], text_version(&v1), "{}", gw.name);
+            let m = gw.metrics().await;
+            assert_eq!(
+                metric(
+                    &m,
+                    "switchyard_config_reloads_total{result=\"rolled_back\"}"
+                ),
+                1.0,
+                "{}: {m}",
+                gw.name
+            );
+            assert_eq!(ask(gw, "chat").await, 200, "{}", gw.name);
+        }
+        // `b` rolled back on `a`'s word ("rolled back by the fleet"), or on
+        // the fleet's counts, `a`'s failures in them, if its tick came
+        // first: either way, not on its own counts.
+        assert!(
+            b.log_lines()
+                .iter()
+                .any(|l| l.contains("canary config rolled back")),
+            "{}",
+            b.output_tails()
+        );
+    }
+
+    /// A healthy canary: the verdict is on the fleet's counts (`b` sees
+    /// `a`'s requests), and both instances promote it at the one deadline.
+    #[tokio::test]
+    async fn a_healthy_canary_is_promoted_on_every_instance_of_a_fleet() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let (etcd, redis) = (Etcd::start().await, Redis::start());
+        let mock = Arc::new(MockServer::start("127.0.0.1:0").await.unwrap());
+        let rollout = "{ canary: 50, for: 5s }";
+        let chat = "  chat: { targets: [mock/a] }\n";
+        let v1 = yaml(&mock, &redis, chat, rollout);
+        let (a, b) = pair(&etcd, &v1, &mock).await;
+
+        let v2 = yaml(
+            &mock,
+            &redis,
+            &format!("{chat}  second: {{ targets: [mock/a] }}\n"),
+            rollout,
+        );
+        etcd.put(KEY, &v2).await;
+        both_in_canary(&a, &b).await;
+        for _ in 0..10 {
+            assert_eq!(ask(&a, "chat").await, 200);
+        }
+        // `b` served nothing; its view of the fleet has `a`'s ten.
+        common::eventually(
+            || async {
+                canary(&b).await.is_some_and(|c| {
+                    requests(&c, "versions") == 0 && requests(&c, "fleet_versions") == 10
+                })
+            },
+            "a's requests in the fleet's counts, as b sees them",
+        )
+        .await;
+        for gw in [&a, &b] {
+            common::eventually(
+                || async {
+                    let s = gw.admin_json("/admin/state").await;
+                    s.get("canary").is_none() && s["config_version"] == text_version(&v2)
+                },
+                "the canary promoted at its deadline",
+            )
+            .await;
+            assert_eq!(ask(gw, "second").await, 200, "{}", gw.name);
+            let m = gw.metrics().await;
+            assert_eq!(
+                metric(
+                    &m,
+                    "switchyard_config_reloads_total{result=\"rolled_back\"}"
+                ),
+                0.0,
+                "{}: {m}",
+                gw.name
+            );
+        }
+    }
 }

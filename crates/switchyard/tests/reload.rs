@@ -20,7 +20,7 @@ async fn watching(text: &str) -> (server::Running, std::path::PathBuf, tempfile:
         config::load_file(&path).unwrap(),
         server::Options {
             decisions: DecisionSink::Off,
-            config_path: Some(path.clone()),
+            config_source: Some(config::source::Source::File(path.clone().into())),
             workers: server::Workers::Current,
         },
     )

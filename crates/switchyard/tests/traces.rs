@@ -595,7 +595,9 @@ async fn a_reload_changes_the_sampling_and_refuses_to_move_the_exporter() {
         cfg,
         switchyard::server::Options {
             decisions: switchyard::observe::decision_log::DecisionSink::Off,
-            config_path: Some(path.clone()),
+            config_source: Some(switchyard::config::source::Source::File(
+                path.clone().into(),
+            )),
             workers: switchyard::server::Workers::Current,
         },
     )

@@ -10,6 +10,7 @@ use crate::live::Live;
 
 pub mod auth;
 pub mod dashboard;
+pub mod etcd_source;
 pub mod governance;
 pub mod reload;
 pub mod watch;
@@ -56,7 +57,8 @@ pub async fn metrics(State(app): State<App>, headers: http::HeaderMap) -> Respon
     ([(http::header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-/// `POST /admin/reload[?canary=N&for=D]`: the config file now, or as a
+/// `POST /admin/reload[?canary=N&for=D]`: the config's source (its file or
+/// its etcd key) read again and applied now, or as a
 /// canary serving N% of requests for D (default 10m) first.
 pub async fn reload(
     State(app): State<App>,
@@ -69,7 +71,7 @@ pub async fn reload(
             return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
         }
     };
-    match reload::from_file_as(&app, canary).await {
+    match reload::from_source_as(&app, canary).await {
         Ok(version) => {
             let mut body = serde_json::json!({"result": "ok", "config_version": version});
             // A canary (asked here, or as the config in force says).
@@ -169,33 +171,45 @@ pub async fn state(State(app): State<App>) -> Response {
     axum::Json(body).into_response()
 }
 
-/// A running canary in `/admin/state`: both versions side by side.
+/// A running canary in `/admin/state`: both versions side by side, as
+/// this instance counted them and, in a fleet, as the fleet did (what the
+/// verdict is on).
 fn canary_view(run: &crate::live::canary::Run) -> serde_json::Value {
-    let version = |v: &str, role: &str, t: &crate::live::canary::Tally| {
+    use crate::live::canary::{error_rate, p95_ms};
+    use crate::state::fleet_canary::CanaryCounts;
+    let version = |v: &str, role: &str, c: &CanaryCounts| {
         serde_json::json!({
             "config_version": v,
             "role": role,
-            "requests": t.requests(),
-            "errors": t.errors(),
-            "error_rate": t.error_rate(),
-            "p95_ms": t.p95_ms(),
+            "requests": c.requests,
+            "errors": c.errors,
+            "error_rate": error_rate(c),
+            "p95_ms": p95_ms(&c.latency),
         })
     };
     let left = run
         .until
         .saturating_duration_since(tokio::time::Instant::now());
-    serde_json::json!({
+    let mut view = serde_json::json!({
         "share": run.share,
         "promoted_in_s": left.as_secs_f64(),
+        "promoted_at_ms": run.terms.until_ms,
         "rollback_on": {
             "error_rate": run.rollback_on.error_rate,
             "p95": run.rollback_on.p95,
         },
         "versions": [
-            version(&run.old_version, "in_force", &run.old),
-            version(&run.live.version, "canary", &run.new),
+            version(&run.old_version, "in_force", &run.old.counts()),
+            version(&run.live.version, "canary", &run.new.counts()),
         ],
-    })
+    });
+    if let Some((old, new)) = run.fleet_counts() {
+        view["fleet_versions"] = serde_json::json!([
+            version(&run.old_version, "in_force", &old),
+            version(&run.live.version, "canary", &new),
+        ]);
+    }
+    view
 }
 
 /// A `/admin/state` deployment: the registry's numbers plus what the

@@ -1,4 +1,5 @@
-//! Re-read the config file, validate it whole, and swap it in atomically —
+//! Re-read the config's source (its file, or its etcd key:
+//! `admin::etcd_source`), validate it whole, and swap it in atomically —
 //! or, as a canary (contract §11), serve it to a share of requests beside
 //! the one in force, promote it after its time and roll it back at once
 //! when it does worse (`live::canary`).
@@ -8,9 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
 use crate::app::App;
 use crate::config;
-use crate::live::canary::{Run, Verdict};
+use crate::config::source::Source;
+use crate::live::canary::{self, Run, Verdict};
 use crate::live::Live;
 use crate::observe::metrics::ResultLabels;
 
@@ -48,51 +52,77 @@ impl Rollout {
 const JUDGE_EVERY: Duration = Duration::from_millis(100);
 
 /// SIGHUP's reload: as the config in force says.
-pub async fn from_file(app: &App) -> Result<String, Vec<String>> {
-    from_file_as(app, Rollout::AsConfigured).await
+pub async fn from_source(app: &App) -> Result<String, Vec<String>> {
+    from_source_as(app, Rollout::AsConfigured).await
 }
 
-/// Reload the config file, going out as `rollout` says.
-pub async fn from_file_as(app: &App, rollout: Rollout) -> Result<String, Vec<String>> {
-    let Some(path) = &app.config_path else {
+/// Re-read the config's source (its file, or its etcd key), going out as
+/// `rollout` says.
+pub async fn from_source_as(app: &App, rollout: Rollout) -> Result<String, Vec<String>> {
+    let Some(source) = &app.config_source else {
         return Err(vec![
             "the gateway runs the built-in demo config; there is no file to reload".into(),
         ]);
     };
-    let src = match std::fs::read_to_string(path) {
-        Ok(s) => s,
-        Err(e) => {
-            let errors = vec![format!("{}: cannot read: {e}", path.display())];
-            return Err(rejected(app, errors));
-        }
-    };
-    from_text(app, path, &src, rollout).await
+    match read(source).await {
+        Ok(src) => from_text(app, &source.to_string(), &src, rollout).await,
+        Err(e) => Err(rejected(app, vec![e])),
+    }
 }
 
-/// The file changed on disk: reload, unless its text is the config in
-/// force or the one a reload last tried (an explicit reload of the same
-/// write, or a save that changed nothing).
-pub async fn on_change(app: &App) {
-    let Some(path) = &app.config_path else { return };
-    let Ok(src) = std::fs::read_to_string(path) else {
-        // Mid-rename or deleted: the next event brings the new file.
-        return;
-    };
-    let version = config::text_version(&src);
+/// The config's text, from its file or its etcd key.
+pub async fn read(source: &Source) -> Result<String, String> {
+    match source {
+        Source::File(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display())),
+        Source::Etcd(at) => super::etcd_source::read(at).await,
+    }
+}
+
+/// The source changed (its file was written; a canary ended, and a version
+/// written meanwhile may be waiting): read it and reload as [`on_text`]
+/// does. An unreadable source is left for its next change (a file
+/// mid-rename, deleted; an etcd that is away is read again by its watcher
+/// when it is back).
+///
+/// Boxed: a canary's judge task calls it when the canary ends, and the
+/// reload it makes can start the next canary's task — a cycle the compiler
+/// cannot prove `Send` through unless one link has a named type.
+pub fn on_change(app: &App) -> BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let Some(source) = &app.config_source else {
+            return;
+        };
+        let Ok(src) = read(source).await else {
+            return;
+        };
+        on_text(app, &source.to_string(), &src).await;
+    })
+}
+
+/// A new text from the source (`name` in diagnostics): reload as the config
+/// in force says, unless it is the config in force or the one a reload
+/// last tried (an explicit reload of the same write, a save that changed
+/// nothing, a bad version read again after etcd came back).
+pub async fn on_text(app: &App, name: &str, src: &str) {
+    let version = config::text_version(src);
     let tried = app.last_reload.lock().ok().and_then(|g| g.clone());
     if *app.live.load().version == *version || tried.as_deref() == Some(version.as_str()) {
         return;
     }
-    let _ = from_text(app, path, &src, Rollout::AsConfigured).await;
+    // Problems are logged and counted by the reload itself.
+    let _ = from_text(app, name, src, Rollout::AsConfigured).await;
 }
 
 /// A reload refused because a canary is running: nothing changes until it
 /// is promoted or rolled back.
 pub const CANARY_RUNNING: &str = "a canary config is being served";
 
+/// Validate `src` (named `name` in diagnostics) whole and apply it: at once,
+/// or as a canary.
 async fn from_text(
     app: &App,
-    path: &std::path::Path,
+    name: &str,
     src: &str,
     rollout: Rollout,
 ) -> Result<String, Vec<String>> {
@@ -117,8 +147,7 @@ async fn from_text(
     if let Ok(mut g) = app.last_reload.lock() {
         *g = Some(version);
     }
-    let file = path.display().to_string();
-    let result = config::load_str(src, &file, &|name| std::env::var(name).ok())
+    let result = config::load_str(src, name, &|var| std::env::var(var).ok())
         .map_err(|ds| ds.iter().map(ToString::to_string).collect::<Vec<_>>())
         .and_then(|cfg| same_store(&app.live.load().config, &cfg).map(|()| cfg))
         .and_then(|cfg| same_exporter(&app.live.load().config, &cfg).map(|()| cfg))
@@ -148,7 +177,7 @@ async fn from_text(
             }
             match canary {
                 None => Ok(swap(app, Arc::new(live))),
-                Some(ask) => begin_canary(app, Arc::new(live), ask),
+                Some(ask) => begin_canary(app, Arc::new(live), ask).await,
             }
         }
         Err(errors) => Err(rejected(app, errors)),
@@ -156,17 +185,24 @@ async fn from_text(
 }
 
 /// Serves `live` beside the config in force and judges it until it is
-/// promoted or rolled back.
-fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Vec<String>> {
+/// promoted or rolled back. In a fleet, on the terms of the first instance
+/// to start the same run (`live::canary`).
+async fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Vec<String>> {
     let version = live.config.version.clone();
-    let run = Run::new(live, &app.live.load(), ask.share, ask.lasts);
+    let now = app.live.load_full();
+    let shared = now.registry.shared.clone();
+    let run_id = canary::fleet_run(&live.version, &now.version);
+    let terms = shared
+        .canary_terms(&run_id, canary::proposed(ask.share, ask.lasts))
+        .await;
+    let run = Run::new(live, &now, terms);
     let Some(run) = app.canary.start(run) else {
         return Err(rejected(app, vec![CANARY_RUNNING.into()]));
     };
     tracing::info!(
         config_version = %version,
-        share = ask.share,
-        lasts_s = ask.lasts.as_secs_f64(),
+        share = run.share,
+        promoted_in_s = run.until.saturating_duration_since(run.started_at).as_secs_f64(),
         "canary config serving beside the one in force"
     );
     let app = app.clone();
@@ -174,7 +210,7 @@ fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Ve
         let mut tick = tokio::time::interval(JUDGE_EVERY);
         loop {
             tick.tick().await;
-            let verdict = run.verdict(tokio::time::Instant::now());
+            let verdict = run.judge(&*shared, tokio::time::Instant::now()).await;
             if verdict == Verdict::Continue {
                 continue;
             }
@@ -186,7 +222,7 @@ fn begin_canary(app: &App, live: Arc<Live>, ask: CanaryAsk) -> Result<String, Ve
                 Verdict::RollBack(why) => roll_back(&app, &run, &why),
                 _ => promote(&app, &run),
             }
-            // A version of the file written while the canary ran was
+            // A version of the source written while the canary ran was
             // refused then: it goes out now (the canary's own version, or
             // one already tried, is not reloaded again).
             drop(run);
@@ -227,7 +263,7 @@ fn roll_back(app: &App, run: &Run, why: &str) {
 }
 
 /// A reload that failed: logged and counted; the running config stays.
-fn rejected(app: &App, errors: Vec<String>) -> Vec<String> {
+pub(super) fn rejected(app: &App, errors: Vec<String>) -> Vec<String> {
     app.metrics
         .config_reloads
         .get_or_create(&ResultLabels { result: "error" })

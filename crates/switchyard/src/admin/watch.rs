@@ -1,11 +1,13 @@
 //! Reload on file change: the config file's folder is watched (editors
 //! replace a file by renaming a new one over it, so watching the file's
 //! inode alone would go deaf after the first save), events for the file are
-//! debounced, and each burst is one `reload::from_file` — validated whole,
+//! debounced, and each burst is one `reload::on_change` — validated whole,
 //! swapped atomically, the old config kept on error — beside SIGHUP and
-//! `POST /admin/reload`.
+//! `POST /admin/reload`. (A config in etcd is followed by
+//! `admin::etcd_source` instead.)
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify_debouncer_mini::notify::RecursiveMode;
@@ -18,11 +20,13 @@ use crate::app::App;
 /// truncate-then-write, or save-to-temp-then-rename).
 pub const DEBOUNCE: Duration = Duration::from_millis(250);
 
-/// Watch `app.config_path`; `None` when there is no file (the demo) or the
-/// folder cannot be watched (said in the log: SIGHUP and the admin API
-/// still reload).
-pub fn watch(app: App, stop: CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
-    let path = app.config_path.clone()?;
+/// Watch the config file `path` of `app`; `None` when its folder cannot be
+/// watched (said in the log: SIGHUP and the admin API still reload).
+pub fn watch(
+    app: App,
+    path: Arc<Path>,
+    stop: CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
     let name = path.file_name()?.to_owned();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),

@@ -15,6 +15,7 @@ mod env;
 mod fields;
 mod node;
 mod raw;
+pub mod source;
 pub(crate) mod units;
 mod validate;
 

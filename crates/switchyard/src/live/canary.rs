@@ -3,6 +3,15 @@
 //! the new one is promoted after its time or rolled back at once when it
 //! does worse than the old by `reload.rollback_on`'s margins.
 //!
+//! In a fleet (`state.backend: redis`) a run of the same version over the
+//! same config is one run on every instance (`state::fleet_canary`): the
+//! first to start it sets its share and deadline and the others adopt
+//! them; each judge tick adds this instance's counts to the fleet's and
+//! judges on the sum (error rates and p95 alike: the latency histograms
+//! are added bucket by bucket); and a rollback decided anywhere rolls it
+//! back everywhere at the next tick. Alone, or with Redis away, a run is
+//! judged on this instance's counts.
+//!
 //! Which version serves is drawn per request ([`Canary::serving`]: one
 //! atomic load when no canary runs). A finished request is tallied by its
 //! record's `config_version` ([`Canary`] is a sink), so a stream counts when
@@ -12,7 +21,7 @@
 //! The admin API (`admin::reload`) starts a run and acts on its verdicts.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -23,6 +32,9 @@ use super::{Live, SharedLive};
 use crate::config::RollbackOn;
 use crate::observe::record::Record;
 use crate::observe::sink::Sink;
+use crate::state::fleet::now_ms;
+use crate::state::fleet_canary::{CanaryCounts, CanaryFleet, CanaryTerms};
+use crate::state::shared::Shared;
 
 /// Requests each version needs before its error rate or p95 decides.
 pub const MIN_REQUESTS: u64 = 20;
@@ -47,6 +59,15 @@ pub struct Run {
     pub started_at: Instant,
     /// Promoted at this instant unless rolled back first.
     pub until: Instant,
+    /// The share and deadline as the fleet knows them (the deadline on
+    /// the wall clock).
+    pub terms: CanaryTerms,
+    /// The fleet's name for this run: the new version over the old.
+    pub fleet_run: String,
+    /// This instance's counts (old, new) already added to the fleet's.
+    pushed: Mutex<[CanaryCounts; 2]>,
+    /// The fleet's counts at the last tick (`None` alone, or before one).
+    fleet: Mutex<Option<CanaryFleet>>,
     /// The margins, from the config in force (a new config cannot loosen
     /// its own judge).
     pub rollback_on: RollbackOn,
@@ -116,36 +137,93 @@ impl Sink for Canary {
     }
 }
 
-impl Run {
-    pub fn new(live: Arc<Live>, old: &Live, share: f64, lasts: Duration) -> Run {
-        Run {
-            live,
-            old_version: old.version.clone(),
-            share,
-            started_at: Instant::now(),
-            until: Instant::now() + lasts,
-            rollback_on: old.config.reload.rollback_on,
-            old: Tally::default(),
-            new: Tally::default(),
-        }
-    }
+/// The fleet's name for the run of `new` over `old`.
+pub fn fleet_run(new: &str, old: &str) -> String {
+    format!("{new}:{old}")
+}
 
-    /// Roll back when the new version does worse than the margins allow,
-    /// promote when its time is up, else keep going.
-    pub fn verdict(&self, now: Instant) -> Verdict {
-        verdict_of(&self.old, &self.new, self.rollback_on, now, self.until)
+/// The terms a run asks for when no instance has started it yet: `share`
+/// of requests, promoted `lasts` from now.
+pub fn proposed(share: f64, lasts: Duration) -> CanaryTerms {
+    CanaryTerms {
+        share,
+        until_ms: now_ms() + lasts.as_millis() as u64,
     }
 }
 
+impl Run {
+    /// `live` served beside `old` on `terms` (the fleet's, when it has
+    /// them).
+    pub fn new(live: Arc<Live>, old: &Live, terms: CanaryTerms) -> Run {
+        let left = Duration::from_millis(terms.until_ms.saturating_sub(now_ms()));
+        Run {
+            fleet_run: fleet_run(&live.version, &old.version),
+            live,
+            old_version: old.version.clone(),
+            share: terms.share,
+            started_at: Instant::now(),
+            until: Instant::now() + left,
+            terms,
+            rollback_on: old.config.reload.rollback_on,
+            old: Tally::default(),
+            new: Tally::default(),
+            pushed: Mutex::default(),
+            fleet: Mutex::default(),
+        }
+    }
+
+    /// One judge tick (the only place a run touches the shared state, never
+    /// a request): this instance's counts since its last tick go to the
+    /// fleet, and the verdict is on the fleet's counts — or the fleet's
+    /// rollback, when another instance decided one. A rollback decided here
+    /// is published for the others. Alone, or with Redis away, the verdict
+    /// is on this instance's counts. Either way: roll back when the new
+    /// version does worse than the margins allow, promote when its time is
+    /// up, else keep going.
+    pub async fn judge(&self, shared: &dyn Shared, now: Instant) -> Verdict {
+        let mine = [self.old.counts(), self.new.counts()];
+        let added = {
+            let pushed = lock(&self.pushed);
+            [mine[0].since(&pushed[0]), mine[1].since(&pushed[1])]
+        };
+        let Some(fleet) = shared.canary_tick(&self.fleet_run, self.terms, added).await else {
+            return verdict_of(&mine[0], &mine[1], self.rollback_on, now, self.until);
+        };
+        *lock(&self.pushed) = mine;
+        let verdict = match &fleet.rolled_back {
+            Some(why) => Verdict::RollBack(format!("rolled back by the fleet: {why}")),
+            None => verdict_of(&fleet.old, &fleet.new, self.rollback_on, now, self.until),
+        };
+        if let (Verdict::RollBack(why), None) = (&verdict, &fleet.rolled_back) {
+            shared
+                .canary_rolled_back(&self.fleet_run, self.terms, why)
+                .await;
+        }
+        *lock(&self.fleet) = Some(fleet);
+        verdict
+    }
+
+    /// The fleet's counts (old, new) at the last tick, when it shares them.
+    pub fn fleet_counts(&self) -> Option<(CanaryCounts, CanaryCounts)> {
+        lock(&self.fleet)
+            .as_ref()
+            .map(|f| (f.old.clone(), f.new.clone()))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn verdict_of(
-    old: &Tally,
-    new: &Tally,
+    old: &CanaryCounts,
+    new: &CanaryCounts,
     margin: RollbackOn,
     now: Instant,
     until: Instant,
 ) -> Verdict {
-    if old.requests() >= MIN_REQUESTS && new.requests() >= MIN_REQUESTS {
-        let (eo, en) = (old.error_rate(), new.error_rate());
+    if old.requests >= MIN_REQUESTS && new.requests >= MIN_REQUESTS {
+        let (eo, en) = (error_rate(old), error_rate(new));
         if en > eo + margin.error_rate {
             return Verdict::RollBack(format!(
                 "error rate {:.1}% against {:.1}% (margin {:.1} points)",
@@ -154,7 +232,7 @@ fn verdict_of(
                 margin.error_rate * 100.0
             ));
         }
-        let (po, pn) = (old.p95_ms(), new.p95_ms());
+        let (po, pn) = (p95_ms(&old.latency), p95_ms(&new.latency));
         if pn > po * margin.p95 && pn - po > P95_FLOOR.as_secs_f64() * 1000.0 {
             return Verdict::RollBack(format!(
                 "p95 {pn:.0} ms against {po:.0} ms (margin {}x)",
@@ -208,32 +286,50 @@ impl Tally {
     }
 
     pub fn error_rate(&self) -> f64 {
-        let n = self.requests();
-        if n == 0 {
-            0.0
-        } else {
-            self.errors() as f64 / n as f64
-        }
+        error_rate(&self.counts())
     }
 
     /// The 95th percentile's bucket's upper bound, in ms (0 with no
     /// requests).
     pub fn p95_ms(&self) -> f64 {
-        let counts: Vec<u64> = self.latency.iter().map(|c| c.load(Relaxed)).collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return 0.0;
-        }
-        let rank = (total as f64 * 0.95).ceil() as u64;
-        let mut seen = 0;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return upper(i);
-            }
-        }
-        upper(BUCKETS - 1)
+        p95_ms(&self.counts().latency)
     }
+
+    /// The running totals, as the fleet adds them up.
+    pub fn counts(&self) -> CanaryCounts {
+        CanaryCounts {
+            requests: self.requests(),
+            errors: self.errors(),
+            latency: self.latency.iter().map(|c| c.load(Relaxed)).collect(),
+        }
+    }
+}
+
+/// Errors per request (0 with none).
+pub fn error_rate(c: &CanaryCounts) -> f64 {
+    if c.requests == 0 {
+        0.0
+    } else {
+        c.errors as f64 / c.requests as f64
+    }
+}
+
+/// The 95th percentile's bucket's upper bound over a latency histogram's
+/// buckets, in ms (0 when empty).
+pub fn p95_ms(latency: &[u64]) -> f64 {
+    let total: u64 = latency.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let rank = (total as f64 * 0.95).ceil() as u64;
+    let mut seen = 0;
+    for (i, c) in latency.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            return upper(i.min(BUCKETS - 1));
+        }
+    }
+    upper(BUCKETS - 1)
 }
 
 fn bucket(ms: f64) -> usize {
@@ -267,7 +363,13 @@ mod tests {
         } else {
             now + Duration::from_secs(60)
         };
-        verdict_of(&old, &new, RollbackOn::default(), now, until)
+        verdict_of(
+            &old.counts(),
+            &new.counts(),
+            RollbackOn::default(),
+            now,
+            until,
+        )
     }
 
     #[test]

@@ -439,8 +439,21 @@ impl Fleet {
     where
         F: std::future::Future<Output = Result<T, ::redis::RedisError>>,
     {
+        self.read_within(SLOW, f).await
+    }
+
+    /// [`Fleet::read`] for work off the request path that may wait longer
+    /// than [`SLOW`] (a canary's judge tick): over `limit` counts as slow.
+    pub async fn read_within<T, F>(
+        &self,
+        limit: Duration,
+        f: impl FnOnce(RedisState) -> F,
+    ) -> Option<T>
+    where
+        F: std::future::Future<Output = Result<T, ::redis::RedisError>>,
+    {
         let r = self.redis()?;
-        match tokio::time::timeout(SLOW, f((*r).clone())).await {
+        match tokio::time::timeout(limit, f((*r).clone())).await {
             Ok(Ok(v)) => {
                 self.answered();
                 Some(v)

@@ -4,7 +4,8 @@
 //! [`Fleet`] (`state.backend: redis`, contract §7). The layers above call it
 //! the same way whichever it is: sticky sessions, circuit transitions and
 //! health, virtual keys, the fleet's budget counters, the response cache and
-//! stored responses, and what `/admin/state` and `/metrics` say of it.
+//! stored responses, a canary run's terms, counts and rollback, and what
+//! `/admin/state` and `/metrics` say of it.
 //!
 //! Admission too: a request's shared windows are charged through
 //! [`Shared::admit`]; alone there are none ([`Shared::counter`] names no
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::{MemoryCache, ResponseCache};
 use super::fleet::{Fleet, FleetSink, Report, SharedCircuit, SharedKey, Unavailable};
+use super::fleet_canary::{CanaryCounts, CanaryFleet, CanaryTerms};
 use super::redis::{Adjust, Admission, Window};
 use super::responses::ResponseStore;
 
@@ -124,6 +126,36 @@ pub trait Shared: Send + Sync {
     /// `switchyard_state_backend_errors_total{op}`.
     fn errors(&self) -> Vec<(&'static str, u64)>;
 
+    /// The terms of the canary run `run` (`state::fleet_canary`):
+    /// `proposed` when this instance is the first of its fleet to start it
+    /// (and always alone, or with Redis away), else those the first
+    /// recorded.
+    fn canary_terms<'a>(
+        &'a self,
+        run: &'a str,
+        proposed: CanaryTerms,
+    ) -> BoxFuture<'a, CanaryTerms>;
+
+    /// A judge tick of `run`: this instance's counts since its last tick
+    /// (old version, new version) added to the fleet's, and the fleet's
+    /// view back (`None` alone, or with Redis away: the run is judged on
+    /// this instance's own counts).
+    fn canary_tick<'a>(
+        &'a self,
+        run: &'a str,
+        terms: CanaryTerms,
+        added: [CanaryCounts; 2],
+    ) -> BoxFuture<'a, Option<CanaryFleet>>;
+
+    /// `run` rolled back here, for every instance of the fleet (each rolls
+    /// it back at its next tick).
+    fn canary_rolled_back<'a>(
+        &'a self,
+        run: &'a str,
+        terms: CanaryTerms,
+        why: &'a str,
+    ) -> BoxFuture<'a, ()>;
+
     /// The background work sharing takes (heartbeats, events, renewals).
     fn run(
         &self,
@@ -227,6 +259,28 @@ impl Shared for Alone {
 
     fn errors(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+
+    fn canary_terms<'a>(&'a self, _: &'a str, proposed: CanaryTerms) -> BoxFuture<'a, CanaryTerms> {
+        Box::pin(async move { proposed })
+    }
+
+    fn canary_tick<'a>(
+        &'a self,
+        _: &'a str,
+        _: CanaryTerms,
+        _: [CanaryCounts; 2],
+    ) -> BoxFuture<'a, Option<CanaryFleet>> {
+        Box::pin(async { None })
+    }
+
+    fn canary_rolled_back<'a>(
+        &'a self,
+        _: &'a str,
+        _: CanaryTerms,
+        _: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
     }
 
     fn run(
@@ -380,6 +434,32 @@ impl Shared for OnRedis {
 
     fn errors(&self) -> Vec<(&'static str, u64)> {
         self.0.errors().collect()
+    }
+
+    fn canary_terms<'a>(
+        &'a self,
+        run: &'a str,
+        proposed: CanaryTerms,
+    ) -> BoxFuture<'a, CanaryTerms> {
+        Box::pin(self.0.canary_terms(run, proposed))
+    }
+
+    fn canary_tick<'a>(
+        &'a self,
+        run: &'a str,
+        terms: CanaryTerms,
+        added: [CanaryCounts; 2],
+    ) -> BoxFuture<'a, Option<CanaryFleet>> {
+        Box::pin(self.0.canary_tick(run, terms, added))
+    }
+
+    fn canary_rolled_back<'a>(
+        &'a self,
+        run: &'a str,
+        terms: CanaryTerms,
+        why: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.0.canary_rolled_back(run, terms, why))
     }
 
     fn run(

@@ -127,8 +127,6 @@ impl Instance {
         );
         let config = dir.path().join("gateway.yaml");
         std::fs::write(&config, full).expect("config written");
-        let out = std::fs::File::create(dir.path().join("stdout.log")).expect("stdout file");
-        let err = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr file");
         let env_value = |k: &str| {
             envs.iter()
                 .chain(DEFAULT_ENVS)
@@ -136,9 +134,62 @@ impl Instance {
                 .map(|(_, v)| (*v).to_owned())
         };
         let admin_key = admin_key_env(server_extra).and_then(|k| env_value(&k));
+        let args = ["serve".into(), "--config".into(), config.into_os_string()];
+        let mut i = Self::run(mock, name, dir, (port, admin_port), &args, envs);
+        i.admin_key = admin_key;
+        i
+    }
+
+    /// A gateway whose config is kept elsewhere (`source` is what
+    /// `--config` takes: an etcd key the test wrote), on fresh ports given
+    /// as `--listen` and `--admin-listen`: instances started so share one
+    /// config text, and so its version. Waited for as [`Self::start`].
+    pub async fn start_from(
+        mock: Arc<MockServer>,
+        name: &str,
+        source: &str,
+        envs: &[(&str, &str)],
+    ) -> Instance {
+        let mut last = String::new();
+        for _ in 0..PORT_TRIES {
+            let port = super::free_port();
+            let admin_port = std::iter::repeat_with(super::free_port)
+                .find(|p| *p != port)
+                .expect("a second free port");
+            let args = [
+                "serve".to_owned(),
+                "--config".into(),
+                source.into(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+                "--admin-listen".into(),
+                format!("127.0.0.1:{admin_port}"),
+            ]
+            .map(std::ffi::OsString::from);
+            let dir = tempfile::tempdir().expect("temporary directory");
+            let mut i = Self::run(mock.clone(), name, dir, (port, admin_port), &args, envs);
+            match i.wait_ready().await {
+                Ok(()) => return i,
+                Err(e) if e.contains("ddress already in use") => last = e,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("{last}");
+    }
+
+    /// The binary with `args`, in `dir`, its output in files there.
+    fn run(
+        mock: Arc<MockServer>,
+        name: &str,
+        dir: tempfile::TempDir,
+        (port, admin_port): (u16, u16),
+        args: &[std::ffi::OsString],
+        envs: &[(&str, &str)],
+    ) -> Instance {
+        let out = std::fs::File::create(dir.path().join("stdout.log")).expect("stdout file");
+        let err = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchyard"));
-        cmd.args(["serve", "--config"])
-            .arg(&config)
+        cmd.args(args)
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(out)
@@ -153,7 +204,7 @@ impl Instance {
             port,
             admin_port,
             name: name.to_owned(),
-            admin_key,
+            admin_key: None,
             mock,
             child: Some(child),
             dir,

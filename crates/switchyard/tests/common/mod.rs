@@ -6,6 +6,7 @@
 
 pub mod apt;
 pub mod charges;
+pub mod etcd;
 pub mod instance;
 pub mod otlp;
 pub mod postgres;
@@ -157,7 +158,7 @@ pub async fn start_on(
         cfg,
         server::Options {
             decisions: sink,
-            config_path: None,
+            config_source: None,
             workers: server::Workers::Current,
         },
     )
