@@ -120,7 +120,7 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         sinks.push(t.clone());
     }
     let shutdown = CancellationToken::new();
-    let (shadows, shadow_workers) = crate::shadow::Shadows::start(
+    let shadows = crate::shadow::Shadows::start(
         live.config.shadow,
         metrics.clone(),
         usage.clone(),
@@ -152,7 +152,6 @@ pub async fn start(config: Config, opts: Options) -> Result<Running, String> {
         crate::reliability::key_check::spawn(app.live.clone(), shutdown.clone()),
         crate::reliability::probe::spawn(app.live.clone(), app.sinks.clone(), shutdown.clone()),
     ];
-    tasks.extend(shadow_workers);
     tasks.extend(watch_source(&app, &shutdown));
     let live = app.live.clone();
     let report = Arc::new(move || {

@@ -7,10 +7,15 @@
 //! Off the request path. The request's scope (`reliability::ctx`) runs an
 //! `After` when the request is over, with its closed record and its answer
 //! (a JSON body, or a stream put together as the IR as it went out); ours
-//! ([`Pending`]) only puts a job on a bounded queue (`try_send`): a full
-//! queue drops the job and counts it (`switchyard_shadow_dropped_total`),
-//! so nothing ever waits for a shadow. `shadow.workers` tasks on the main
-//! runtime empty the queue (`send`). A shadow never delays or changes the
+//! ([`Pending`]) only takes a place for the job without waiting (at most
+//! `shadow.queue` jobs wait and `shadow.workers` run): with none free the
+//! job is dropped and counted (`switchyard_shadow_dropped_total`), so
+//! nothing ever waits for a shadow. The job runs as a task on the runtime
+//! that served the request (`send`), waiting its turn among the
+//! `shadow.workers` running: handing it to another thread's runtime cost
+//! a wake-up of that thread per shadow (in the sh64 lane that thread's
+//! context switches were ~8% of the gateway's CPU), and this worker's
+//! upstream connection pool is already warm. A shadow never delays or changes the
 //! client's answer and never holds its connection: it starts after the
 //! answer's last byte went out (a JSON answer when its body is handed to
 //! the client, a stream after its end). Only answers that ended well are
@@ -53,14 +58,14 @@ pub mod compare;
 mod send;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use rand::Rng;
 use serde::Serialize;
 use switchyard_protocol::ir::ChatRequest;
-use tokio::sync::mpsc;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::adapters::deployment::DeploymentRt;
@@ -84,7 +89,13 @@ pub struct Shadows {
 }
 
 struct Inner {
-    tx: mpsc::Sender<Job>,
+    /// Places for jobs, waiting or running: `shadow.queue` + `shadow.workers`.
+    places: Arc<Semaphore>,
+    /// Turns to run: `shadow.workers`.
+    turns: Arc<Semaphore>,
+    /// Jobs waiting for a turn now.
+    waiting: AtomicUsize,
+    stop: CancellationToken,
     cfg: ShadowTraffic,
     /// Jobs queued since start.
     enqueued: AtomicU64,
@@ -124,16 +135,19 @@ struct Primary {
 }
 
 impl Shadows {
-    /// The queue and its workers (on the caller's runtime), until `stop`.
+    /// The queue's places and turns; jobs stop with `stop`.
     pub fn start(
         cfg: ShadowTraffic,
         metrics: Arc<Metrics>,
         usage: Option<Arc<UsageStore>>,
         stop: CancellationToken,
-    ) -> (Shadows, Vec<tokio::task::JoinHandle<()>>) {
-        let (tx, rx) = mpsc::channel(cfg.queue.max(1));
+    ) -> Shadows {
+        let (queue, workers) = (cfg.queue.max(1), cfg.workers.max(1));
         let inner = Arc::new(Inner {
-            tx,
+            places: Arc::new(Semaphore::new(queue + workers)),
+            turns: Arc::new(Semaphore::new(workers)),
+            waiting: AtomicUsize::new(0),
+            stop,
             cfg,
             enqueued: AtomicU64::new(0),
             tallies: Mutex::default(),
@@ -141,26 +155,7 @@ impl Shadows {
             usage,
             schemas: crate::contract::Schemas::default(),
         });
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        let workers = (0..cfg.workers.max(1))
-            .map(|_| {
-                let (inner, rx, stop) = (inner.clone(), rx.clone(), stop.clone());
-                tokio::spawn(async move {
-                    loop {
-                        let job = tokio::select! {
-                            _ = stop.cancelled() => return,
-                            job = async { rx.lock().await.recv().await } => job,
-                        };
-                        let Some(job) = job else { return };
-                        tokio::select! {
-                            _ = stop.cancelled() => return,
-                            () = send::run(job, &inner) => {}
-                        }
-                    }
-                })
-            })
-            .collect();
-        (Shadows { inner }, workers)
+        Shadows { inner }
     }
 
     /// The request's shadow, when its route has one and the draw says so
@@ -196,21 +191,39 @@ impl Shadows {
         }))
     }
 
+    /// The job takes a free place and runs on this runtime when its turn
+    /// comes; with no place free (or no runtime) it is dropped and counted.
     fn enqueue(&self, job: Job) {
-        let (route, target) = (job.route.clone(), job.dep.name.clone());
-        match self.inner.tx.try_send(job) {
-            Ok(()) => {
-                self.inner.enqueued.fetch_add(1, Ordering::Relaxed);
+        let inner = &self.inner;
+        let place = inner.places.clone().try_acquire_owned().ok();
+        let (Some(place), Ok(rt)) = (place, tokio::runtime::Handle::try_current()) else {
+            inner.tally(&job.route, &job.dep.name, |t| t.dropped += 1);
+            inner
+                .metrics
+                .shadow_dropped
+                .get_or_create(&ShadowRouteLabels {
+                    route: Name(job.route),
+                })
+                .inc();
+            return;
+        };
+        inner.enqueued.fetch_add(1, Ordering::Relaxed);
+        inner.waiting.fetch_add(1, Ordering::Relaxed);
+        let inner = inner.clone();
+        rt.spawn(async move {
+            let _place = place;
+            let stop = inner.stop.clone();
+            let turn = tokio::select! {
+                _ = stop.cancelled() => None,
+                t = inner.turns.clone().acquire_owned() => t.ok(),
+            };
+            inner.waiting.fetch_sub(1, Ordering::Relaxed);
+            let Some(_turn) = turn else { return };
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                () = send::run(job, &inner) => {}
             }
-            Err(_) => {
-                self.inner.tally(&route, &target, |t| t.dropped += 1);
-                self.inner
-                    .metrics
-                    .shadow_dropped
-                    .get_or_create(&ShadowRouteLabels { route: Name(route) })
-                    .inc();
-            }
-        }
+        });
     }
 
     /// `GET /admin/shadow`: the queue, and a row per (route, shadow target)
@@ -231,10 +244,9 @@ impl Shadows {
                     .or_insert_with(|| Tally::default().view(&r.name, &s.target));
             }
         }
-        let tx = &self.inner.tx;
         Snapshot {
-            queue: tx.max_capacity(),
-            queued: tx.max_capacity() - tx.capacity(),
+            queue: self.inner.cfg.queue.max(1),
+            queued: self.inner.waiting.load(Ordering::Relaxed),
             workers: self.inner.cfg.workers,
             enqueued: self.inner.enqueued.load(Ordering::Relaxed),
             shadows: rows.into_values().collect(),
