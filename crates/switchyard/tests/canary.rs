@@ -36,14 +36,7 @@ fn yaml(mock: &str, chat_target: &str, extra: &str) -> String {
 }
 
 async fn ask(gw: &server::Running, model: &str) -> u16 {
-    reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gw.base_url()))
-        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    common::chat_status(&gw.base_url(), model).await
 }
 
 async fn state(gw: &server::Running) -> Value {
@@ -293,7 +286,7 @@ mod fleet {
     use common::etcd::Etcd;
     use common::instance::{metric, Instance};
     use common::redis::Redis;
-    use serde_json::{json, Value};
+    use serde_json::Value;
     use switchyard::config::text_version;
     use switchyard_mock::MockServer;
 
@@ -332,14 +325,7 @@ mod fleet {
     }
 
     async fn ask(gw: &Instance, model: &str) -> u16 {
-        reqwest::Client::new()
-            .post(gw.url("/v1/chat/completions"))
-            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
+        common::chat_status(&gw.url(""), model).await
     }
 
     async fn canary(gw: &Instance) -> Option<Value> {

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::etcd::Etcd;
 use common::instance::{metric, Instance};
-use serde_json::json;
 use switchyard::config::text_version;
 use switchyard_mock::MockServer;
 
@@ -36,14 +35,7 @@ async fn mock() -> Arc<MockServer> {
 
 /// The status of a chat request for `model`.
 async fn ask(gw: &Instance, model: &str) -> u16 {
-    reqwest::Client::new()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    common::chat_status(&gw.url(""), model).await
 }
 
 async fn version(gw: &Instance) -> String {

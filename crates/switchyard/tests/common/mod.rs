@@ -71,6 +71,19 @@ where
     None
 }
 
+/// The status a one-message chat request for `model` gets at `base` (a
+/// gateway's client URL).
+pub async fn chat_status(base: &str, model: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({"model": model, "messages": user("hi")}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
 /// A port nothing listens on now (for a server a test starts itself).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
