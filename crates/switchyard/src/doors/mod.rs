@@ -293,6 +293,18 @@ impl Inbound<'_> {
         }
     }
 
+    /// A whole answer written as this request's stream, all at once (a
+    /// cached answer replayed, an answer held until it was checked).
+    pub fn as_stream(&self, answer: &ChatResponse) -> Bytes {
+        let mut enc = self.encoder();
+        let mut out = bytes::BytesMut::new();
+        for ev in answer.stream_events() {
+            enc.encode(&ev, &mut out);
+        }
+        out.extend_from_slice(&enc.end());
+        out.freeze()
+    }
+
     /// An encoder for this request's stream.
     pub fn encoder(&self) -> Encoder {
         match self {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::response::Response;
-use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, StatusCode};
+use bytes::Bytes;
+use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
@@ -172,13 +172,7 @@ pub fn replayed(
     ctx.cost_usd = Some(0.0);
     ctx.decision_reason = Some("cache_hit");
     let body = if inbound.stream() {
-        let mut enc = inbound.encoder();
-        let mut out = BytesMut::new();
-        for ev in hit.answer.stream_events() {
-            enc.encode(&ev, &mut out);
-        }
-        out.extend_from_slice(&enc.end());
-        out.freeze()
+        inbound.as_stream(&hit.answer)
     } else {
         inbound.answer(&hit.answer)
     };
@@ -204,13 +198,7 @@ impl Replayed {
         };
         ctx.debug_response(&self.body);
         let resp = if self.stream {
-            let body = axum::body::Body::from(self.body);
-            let mut r = respond::reply(StatusCode::OK, "text/event-stream", body, &headers);
-            r.headers_mut().insert(
-                http::header::CACHE_CONTROL,
-                http::HeaderValue::from_static("no-cache"),
-            );
-            r
+            respond::event_stream(axum::body::Body::from(self.body), &headers)
         } else {
             respond::json(self.body, &headers)
         };

@@ -259,7 +259,7 @@ pub async fn run(
         estimate: facts.estimated_total(),
     });
     let held = match &served.answer {
-        Answer::Json(j) if inbound.stream() => Some(as_stream(inbound, &j.body)),
+        Answer::Json(j) if inbound.stream() => Some(held_stream(inbound, &j.body)),
         _ => None,
     };
     Ok(Outcome::Served(Ready {
@@ -273,20 +273,17 @@ pub async fn run(
     }))
 }
 
-/// A whole answer (in the client's dialect) written as the client's stream,
-/// as a cached answer is replayed.
-fn as_stream(inbound: &Inbound<'_>, body: &[u8]) -> Bytes {
-    let Some(answer) = inbound.door().read_answer(body) else {
-        let e = GatewayError::upstream(ErrorCode::UpstreamError, "the answer could not be read");
-        return inbound.encoder().error(&e);
-    };
-    let mut enc = inbound.encoder();
-    let mut out = bytes::BytesMut::new();
-    for ev in answer.stream_events() {
-        enc.encode(&ev, &mut out);
+/// A whole answer (in the client's dialect) to a stream request, written
+/// as the client's stream.
+fn held_stream(inbound: &Inbound<'_>, body: &[u8]) -> Bytes {
+    match inbound.door().read_answer(body) {
+        Some(answer) => inbound.as_stream(&answer),
+        None => {
+            let e =
+                GatewayError::upstream(ErrorCode::UpstreamError, "the answer could not be read");
+            inbound.encoder().error(&e)
+        }
     }
-    out.extend_from_slice(&enc.end());
-    out.freeze()
 }
 
 /// The scene classifier's label for the request's latest user message (a
@@ -600,16 +597,7 @@ fn whole_as_stream(
 ) -> Response {
     priced(&j, dep, &mut headers, &mut ctx);
     ctx.debug_response(&stream);
-    let mut resp = respond::reply(
-        http::StatusCode::OK,
-        "text/event-stream",
-        axum::body::Body::from(stream),
-        &headers,
-    );
-    resp.headers_mut().insert(
-        http::header::CACHE_CONTROL,
-        http::HeaderValue::from_static("no-cache"),
-    );
+    let resp = respond::event_stream(axum::body::Body::from(stream), &headers);
     ctx.finish(200, None);
     resp
 }

@@ -3,7 +3,7 @@
 
 use axum::response::Response;
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use crate::doors::Door;
@@ -129,6 +129,19 @@ pub fn json(body: Bytes, s: &ServedHeaders<'_>) -> Response {
         axum::body::Body::from(body),
         s,
     )
+}
+
+/// An answer as Server-Sent Events: never cached, and not buffered by a
+/// proxy in front (nginx honours `X-Accel-Buffering: no`).
+pub fn event_stream(body: axum::body::Body, s: &ServedHeaders<'_>) -> Response {
+    let mut resp = reply(StatusCode::OK, "text/event-stream", body, s);
+    let h = resp.headers_mut();
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        names::ACCEL_BUFFERING.clone(),
+        HeaderValue::from_static("no"),
+    );
+    resp
 }
 
 /// A gateway-made JSON body (catalogue, stored response) with `x-request-id`.

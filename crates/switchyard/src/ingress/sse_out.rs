@@ -2,7 +2,6 @@
 //! stream (`reliability::relay`), written as they come.
 
 use axum::response::Response;
-use http::StatusCode;
 
 use super::respond::{self, ServedHeaders};
 use crate::adapters::deployment::DeploymentRt;
@@ -21,21 +20,5 @@ pub fn stream(
     headers: &ServedHeaders<'_>,
 ) -> Response {
     let body = relay(upstream, served, with, ctx);
-    let mut resp = respond::reply(
-        StatusCode::OK,
-        "text/event-stream",
-        axum::body::Body::from_stream(body),
-        headers,
-    );
-    let h = resp.headers_mut();
-    h.insert(
-        http::header::CACHE_CONTROL,
-        http::HeaderValue::from_static("no-cache"),
-    );
-    // Tell nginx-style proxies in front of us not to buffer either.
-    h.insert(
-        crate::names::ACCEL_BUFFERING.clone(),
-        http::HeaderValue::from_static("no"),
-    );
-    resp
+    respond::event_stream(axum::body::Body::from_stream(body), headers)
 }
