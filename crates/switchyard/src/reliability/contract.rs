@@ -40,7 +40,7 @@ use crate::config::{Contract, ContractStream, OnViolation};
 use crate::contract::{Schemas, Violation};
 use crate::doors::{Door, Reshaped};
 use crate::error::{ErrorCode, GatewayError, Source};
-use crate::observe::record::{ContractCheck, ContractLog};
+use crate::observe::record::ContractCheck;
 use crate::reliability::ctx::RequestCtx;
 use crate::route::{Candidate, Plan};
 
@@ -112,20 +112,12 @@ pub(super) async fn on_deployment(
     ctx: &mut RequestCtx,
 ) -> Result<Answer, GatewayError> {
     let dep = &cand.dep;
-    ctx.contract
-        .get_or_insert_with(|| {
-            Box::new(ContractLog {
-                mode: bound.mode(),
-                checks: Vec::new(),
-            })
-        })
-        .mode = bound.mode();
+    ctx.contract.get_or_insert_with(Default::default).mode = bound.mode();
     // What goes upstream: the client's request, or (held, repaired) its IR
     // reshaped, never as a stream.
-    let mut asked: Option<ChatRequest> = bound.held.then(|| whole(inbound.ir()));
+    let mut reshaped = bound.held.then(|| reshape(whole(inbound.ir()), inbound));
     let mut repairs = 0;
     loop {
-        let reshaped = asked.as_ref().map(|ir| reshape(ir, inbound));
         let answer = attempts_on(
             cand,
             Op::Chat(reshaped.as_ref().unwrap_or(inbound)),
@@ -158,8 +150,11 @@ pub(super) async fn on_deployment(
         // The repair is one more call: the hold covers it on top of what
         // was spent.
         super::hold_budget(dep, Op::Chat(inbound), ctx)?;
-        let base = asked.take().unwrap_or_else(|| whole(inbound.ir()));
-        asked = Some(repair(base, &text, &violation));
+        let base = match reshaped.take() {
+            Some(Inbound::Reshaped(r)) => r.ir,
+            _ => whole(inbound.ir()),
+        };
+        reshaped = Some(reshape(repair(base, &text, &violation), inbound));
     }
 }
 
@@ -239,8 +234,8 @@ fn whole(ir: &ChatRequest) -> ChatRequest {
     }
 }
 
-fn reshape<'a>(ir: &ChatRequest, of: &'a Inbound<'a>) -> Inbound<'a> {
-    Inbound::Reshaped(Box::new(Reshaped { ir: ir.clone(), of }))
+fn reshape<'a>(ir: ChatRequest, of: &'a Inbound<'a>) -> Inbound<'a> {
+    Inbound::Reshaped(Box::new(Reshaped { ir, of }))
 }
 
 /// The conversation with the rejected answer and what was wrong with it.

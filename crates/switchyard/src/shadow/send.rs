@@ -37,6 +37,9 @@ pub(super) async fn run(job: Job, inner: &Inner) {
     let (Some(answer), Some(ir)) = (answer, request(&copy)) else {
         return skip("the request or its answer could not be read again");
     };
+    // A fresh OpenAI request rather than the client's own (reshaped):
+    // answering through the client's door would write the shadow's answer
+    // where the client's is kept (a Responses request's stored response).
     let body =
         switchyard_protocol::openai::encode_request(&ir, Some(&ir.model), &Default::default());
     let Ok(text) = String::from_utf8(body) else {
